@@ -1,0 +1,55 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+AGENT ?= gemini
+WORKFLOW ?= waaah-orc
+CLI_DIR := .cache/clis
+export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
+
+.PHONY: run test lint unit runtime e2e clis demo bench venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+## Start a supervised session (AGENT=gemini|claude, WORKFLOW=<name>, ARGS=extra waaah flags).
+run: venv
+	@command -v $(AGENT) >/dev/null 2>&1 || scripts/install_clis.sh $(AGENT)
+	$(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
+
+## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
+test: venv lint clis
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check waaah_agent tests scripts
+	$(BIN)/ruff format --check waaah_agent tests scripts
+	$(BIN)/mypy waaah_agent
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit
+
+runtime: venv
+	$(BIN)/python -m pytest tests/runtime
+
+e2e: venv clis
+	$(BIN)/python -m pytest tests/e2e
+
+## Install the pinned real CLIs into .cache/clis (reused on later runs).
+clis:
+	scripts/install_clis.sh
+
+## The supervisor over a bundled SIMULATED agent (no account, no model needed).
+demo: venv
+	$(BIN)/waaah agent --start=simulated --as=$(WORKFLOW) $(ARGS)
+
+bench: venv
+	$(BIN)/python scripts/bench_relay.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,51 @@
+"""Anthropic's Claude Code (screens recorded from @anthropic-ai/claude-code 2.1.330)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from waaah_agent.adapters.base import Adapter, ScreenRules
+
+
+def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
+    """claude keeps ``~/.claude/projects/<cwd with / replaced by ->/<uuid>.jsonl``."""
+    folder = re.sub(r"[^A-Za-z0-9]", "-", str(workspace))
+    config = env.get("CLAUDE_CONFIG_DIR") or str(Path(env.get("HOME", "~")) / ".claude")
+    path = Path(config).expanduser() / "projects" / folder / f"{session_id}.jsonl"
+    return path if path.exists() else None
+
+
+def _needs_login(env: Mapping[str, str]) -> bool:
+    """No API key or token and no stored credentials: claude would say `Not logged in`."""
+    keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK")
+    if any(env.get(k) for k in (*keys, "CLAUDE_CODE_USE_VERTEX")):
+        return False
+    config = Path(env.get("CLAUDE_CONFIG_DIR") or str(Path(env.get("HOME", "~")) / ".claude")).expanduser()
+    return not (config / ".credentials.json").exists()
+
+
+RULES = ScreenRules(
+    # `❯` is drawn even while busy: only the absence of the busy footer makes it ready.
+    input_ready=re.compile(r"^\s*❯", re.MULTILINE),
+    input_empty=re.compile(r"^\s*❯\s*$", re.MULTILINE),
+    busy=re.compile(r"esc to interrupt"),
+    title_ready=re.compile(r"^✳"),
+    title_busy=re.compile(r"^[◐◑◒◓]"),
+    dialog=re.compile(r"Do you want to proceed\?|Do you trust the files|Yes, proceed"),
+    login=re.compile(r"Not logged in · (?:Please )?run /login", re.IGNORECASE),
+)
+
+ADAPTER = Adapter(
+    name="claude",
+    display_name="Claude Code",
+    binary="claude",
+    install_hint="npm install -g @anthropic-ai/claude-code",
+    rules=RULES,
+    enter_delay=0.3,
+    fresh_args=lambda sid: ["--session-id", sid],
+    resume_args=lambda sid: ["--resume", sid],
+    transcript=_transcript,
+    needs_login=_needs_login,
+)

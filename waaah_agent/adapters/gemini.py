@@ -1,0 +1,61 @@
+"""Google's Gemini CLI (screens recorded from @google/gemini-cli 0.61.0)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from waaah_agent.adapters.base import Adapter, ScreenRules
+
+
+def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
+    """gemini keeps ``~/.gemini/tmp/<project>/chats/session-<date>-<id8>.jsonl``."""
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
+    chats = home / ".gemini" / "tmp"
+    for path in chats.glob(f"*/chats/session-*-{session_id[:8]}*.json*"):
+        return path
+    return None
+
+
+def _needs_login(env: Mapping[str, str]) -> bool:
+    """No API key, no Vertex set-up, no OAuth credentials file: gemini would ask for a login."""
+    if env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI"):
+        return False
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser() / ".gemini"
+    if (home / "oauth_creds.json").exists() or env.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return False
+    try:
+        settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    auth = settings.get("security", {}).get("auth", {}).get("selectedType") or settings.get("selectedAuthType")
+    # Vertex, Cloud Shell and compute ADC logins leave no file we can check: trust them.
+    return auth in (None, "gemini-api-key", "oauth-personal")
+
+
+RULES = ScreenRules(
+    # The input box line: ` >   Type your message...` when empty, ` > <text>` with a draft.
+    input_ready=re.compile(r"^\s*│?\s*>\s", re.MULTILINE),
+    input_empty=re.compile(r"^\s*│?\s*>\s+Type your message", re.MULTILINE),
+    # The placeholder stays visible while an MCP tool runs, so busy must win over it.
+    busy=re.compile(r"\(esc to cancel"),
+    title_ready=re.compile(r"^◇"),
+    title_busy=re.compile(r"^✦"),
+    dialog=re.compile(r"Do you trust|Allow execution|Apply this change\?|Waiting for user confirmation"),
+    login=re.compile(r"How would you like to authenticate|Enter Gemini API Key"),
+)
+
+ADAPTER = Adapter(
+    name="gemini",
+    display_name="Gemini CLI",
+    binary="gemini",
+    install_hint="npm install -g @google/gemini-cli",
+    rules=RULES,
+    enter_delay=0.5,
+    fresh_args=lambda sid: ["--session-id", sid],
+    resume_args=lambda sid: ["--resume", sid],
+    transcript=_transcript,
+    needs_login=_needs_login,
+)

@@ -1,0 +1,134 @@
+"""`waaah`: the command line. Parses, calls one runtime entry, maps errors to exit codes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from waaah_agent import adapters
+from waaah_agent.errors import EXIT_CODES, WaaahError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Keep an AI coding CLI working inside the WAAAH loop, in a supervised terminal.",
+)
+
+EXIT_TABLE = "\n\n".join(f"{code}: {text}" for code, text in EXIT_CODES.items())
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog=f"Exit codes:\n\n{EXIT_TABLE}",
+)
+def agent(
+    ctx: typer.Context,
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            help=f"The agent CLI to run: {', '.join(adapters.names())} "
+            "('simulated' is a demo agent with no model). Example: --start=gemini",
+        ),
+    ],
+    workflow: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            help="The workflow to give the agent: .agent/workflows/NAME.md in the workspace, "
+            "else the bundled one. Example: --as=waaah-orc",
+        ),
+    ] = "waaah-orc",
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Carry on the newest session of this workspace and agent (same conversation, "
+            "through the CLI's own resume). Example: waaah agent --start=claude --resume",
+        ),
+    ] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Run the agent here (its git root). Default: the current directory. "
+            "Example: --workspace ~/src/project",
+        ),
+    ] = None,
+    stop_grace: Annotated[
+        float,
+        typer.Option("--stop-grace", help="Seconds the agent gets after SIGTERM before SIGKILL."),
+    ] = 5.0,
+) -> None:
+    """Run an agent CLI in a supervised terminal and give it its workflow.
+
+    Anything after `--` goes to the CLI unchanged, e.g.
+    `waaah agent --start=gemini --as=waaah-orc -- --model gemini-2.5-pro`.
+    Ctrl+C opens a small menu: continue, save and exit, or pass Ctrl+C to the agent.
+    """
+    from waaah_agent.runtime.session import AgentOptions, default_console, environment, run_agent
+
+    options = AgentOptions(
+        start=start,
+        workflow=workflow,
+        resume=resume,
+        workspace=workspace,
+        extra_args=[a for a in ctx.args if a != "--"],
+        stop_grace=stop_grace,
+    )
+    _exit(lambda: run_agent(options, environment(), default_console()))
+
+
+@app.command("mcp-proxy")
+def mcp_proxy(
+    server: Annotated[
+        str | None, typer.Option("--server", help="WAAAH server URL (env WAAAH_SERVER_URL).")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env WAAAH_API_KEY).")] = None,
+    agent_id: Annotated[
+        str | None, typer.Option("--agent-id", help="Agent id filled into calls (env WAAAH_AGENT_ID).")
+    ] = None,
+    inbox: Annotated[
+        Path | None, typer.Option("--inbox", help="File that receives one JSON line per tool call (env WAAAH_INBOX).")
+    ] = None,
+) -> None:
+    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
+    from waaah_agent import mcp_proxy as proxy
+
+    env = os.environ
+    inbox_env = env.get("WAAAH_INBOX")
+    _exit(
+        lambda: proxy.run(
+            server or env.get("WAAAH_SERVER_URL") or "http://localhost:3456",
+            api_key or env.get("WAAAH_API_KEY") or None,
+            agent_id or env.get("WAAAH_AGENT_ID") or None,
+            inbox or (Path(inbox_env) if inbox_env else None),
+        )
+    )
+
+
+def _exit(action: object) -> None:
+    try:
+        code = action()  # type: ignore[operator]
+    except WaaahError as err:
+        print(f"waaah: {err}", file=sys.stderr)
+        raise typer.Exit(err.exit_code) from None
+    except KeyboardInterrupt:
+        print("waaah: interrupted", file=sys.stderr)
+        raise typer.Exit(130) from None
+    raise typer.Exit(int(code or 0))
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get("WAAAH_LOG_LEVEL", "WARNING"), format="waaah: %(message)s")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Typing a prompt into the agent, verified: paste, a separate Enter, confirmation.
+
+Pure: fed the time and what the screen shows, it returns the bytes to write. A prompt is
+pasted exactly once (never a duplicated prompt); only the Enter is re-sent, a bounded
+number of times, when nothing shows that the prompt was taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+PASTE_START = b"\x1b[200~"
+PASTE_END = b"\x1b[201~"
+ENTER = b"\r"
+
+
+class Phase(Enum):
+    WAITING = "waiting"  # for the agent to be ready with an empty input box
+    PASTED = "pasted"  # text is in the input box; Enter comes after the delay
+    ENTERED = "entered"  # Enter sent; waiting for the screen or a hook to confirm
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the detector sees now."""
+
+    ready: bool  # at the input prompt, not busy
+    busy: bool
+    input_empty: bool
+
+
+@dataclass
+class Delivery:
+    kind: str  # "workflow", "continue", "heartbeat", ...
+    text: str
+    enter_delay: float = 0.5
+    confirm_timeout: float = 3.0
+    max_enter_retries: int = 3
+    paste_timeout: float = 5.0
+    phase: Phase = Phase.WAITING
+    since: float = 0.0
+    enters: int = 0
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in (Phase.CONFIRMED, Phase.FAILED)
+
+    def payload(self) -> bytes:
+        # The paste end marker inside the text would end the paste early; drop it.
+        body = self.text.replace("\x1b[201~", "").encode("utf-8")
+        return PASTE_START + body + PASTE_END
+
+    def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> list[bytes]:
+        """Advance with the current observation; return what to write to the agent now."""
+        if self.phase is Phase.WAITING:
+            if seen.ready and seen.input_empty:
+                return self._go(Phase.PASTED, now, "pasted", [self.payload()])
+            return []
+        if self.phase is Phase.PASTED:
+            if now - self.since < self.enter_delay:
+                return []
+            if seen.input_empty:
+                # The paste has not shown up in the input box (yet): an Enter now would
+                # submit nothing and look like success.
+                if now - self.since < self.paste_timeout:
+                    return []
+                return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
+            self.enters = 1
+            return self._go(Phase.ENTERED, now, "enter", [ENTER])
+        if self.phase is Phase.ENTERED:
+            if confirmed_by_hook or seen.busy or seen.input_empty:
+                return self._go(Phase.CONFIRMED, now, "confirmed", [])
+            if now - self.since < self.confirm_timeout:
+                return []
+            if self.enters > self.max_enter_retries:
+                return self._go(Phase.FAILED, now, "not confirmed", [])
+            self.enters += 1
+            return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
+        return []
+
+    def next_deadline(self, now: float) -> float | None:
+        """When ``step`` should run again even if the screen does not change."""
+        if self.phase is Phase.PASTED:
+            return max(self.since + self.enter_delay, now + 0.25)
+        if self.phase is Phase.ENTERED:
+            return self.since + self.confirm_timeout
+        return None
+
+    def _go(self, phase: Phase, now: float, note: str, out: list[bytes]) -> list[bytes]:
+        self.phase, self.since = phase, now
+        self.log.append(note)
+        return out

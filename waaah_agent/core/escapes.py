@@ -1,0 +1,60 @@
+"""Terminal escape handling shared by the screen model and the text log.
+
+Pure functions over ``str``. Both consumers see output in arbitrary chunks, so the
+filters here are incremental: an escape sequence split across two reads is held back
+until it is complete (bounded, so a stray ESC cannot make us buffer forever).
+"""
+
+from __future__ import annotations
+
+import re
+
+ESC = "\x1b"
+# Longest escape sequence we hold back waiting for its end; an APC/DCS payload (kitty
+# graphics, sixel) can be long, anything bigger than this is passed on as it is.
+MAX_PENDING = 8192
+
+# CSI with a private-parameter prefix that pyte 0.8.2 cannot handle: `CSI ? ... m`
+# raises TypeError and `CSI < u` / `CSI > 1 u` (kitty keyboard protocol) confuse it.
+# `CSI ? ... h/l` (private modes such as bracketed paste, alt screen) are fine for pyte.
+_PRIVATE_CSI = re.compile(r"\x1b\[[<>=?][0-9;:]*[ -/]*[@-gi-km-~]|\x1b\[[<>=][0-9;:]*[ -/]*[hl]")
+# String sequences whose payload pyte would otherwise print as text: DCS, SOS, PM, APC.
+_STRING_SEQ = re.compile(r"\x1b[P^_X].*?(?:\x1b\\|\x07)", re.DOTALL)
+# Everything a plain-text reader does not want (used by the text log).
+_ANY_ESCAPE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC (title, hyperlinks, ...)
+    r"|\x1b[P^_X].*?(?:\x1b\\|\x07)"  # DCS, SOS, PM, APC
+    r"|\x1b[()*+][0-9A-Za-z]"  # charset designation
+    r"|\x1b[ -/]*[0-~]",  # other two-byte escapes (ESC 7, ESC =, ...)
+    re.DOTALL,
+)
+_INCOMPLETE_TAIL = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[P^_X].*|[()*+]|[ -/]*)?\Z",
+    re.DOTALL,
+)
+
+
+def split_incomplete(text: str) -> tuple[str, str]:
+    """Split ``text`` into (complete part, trailing unfinished escape sequence)."""
+    start = text.rfind(ESC, max(0, len(text) - MAX_PENDING))
+    if start < 0:
+        return text, ""
+    match = _INCOMPLETE_TAIL.match(text, start)
+    if match is None:
+        return text, ""
+    return text[:start], text[start:]
+
+
+def for_pyte(text: str) -> str:
+    """Remove the sequences pyte mishandles; keep everything else for the screen model."""
+    if ESC not in text:
+        return text
+    return _PRIVATE_CSI.sub("", _STRING_SEQ.sub("", text))
+
+
+def strip_all(text: str) -> str:
+    """Remove every escape sequence, leaving printable text and C0 controls."""
+    if ESC not in text:
+        return text
+    return _ANY_ESCAPE.sub("", text)

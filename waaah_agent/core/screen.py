@@ -1,0 +1,68 @@
+"""The terminal model: pyte fed with the agent's output, read back by region.
+
+Detectors must never search the whole scrollback (the agent's own words contain every
+phrase one might look for), so this exposes small regions: the bottom lines where the
+input box and footer live, and the window title the CLI sets with OSC 0/2.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+import pyte
+
+from waaah_agent.core.escapes import for_pyte, split_incomplete
+
+
+@dataclass(frozen=True)
+class ScreenView:
+    """An immutable snapshot of the screen for detectors (cheap to build, easy to test)."""
+
+    lines: tuple[str, ...]
+    title: str
+    cursor_row: int
+
+    def bottom(self, count: int) -> tuple[str, ...]:
+        """The last ``count`` rows that hold any text (trailing blank rows dropped)."""
+        end = len(self.lines)
+        while end > 0 and not self.lines[end - 1].strip():
+            end -= 1
+        return self.lines[max(0, end - count) : end]
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.lines)
+
+
+class Screen:
+    """A pyte screen fed incrementally with raw bytes from the PTY."""
+
+    def __init__(self, cols: int, rows: int) -> None:
+        self._screen = pyte.Screen(cols, rows)
+        self._stream = pyte.Stream(self._screen)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    def feed(self, data: bytes) -> None:
+        text, self._pending = split_incomplete(self._pending + self._decoder.decode(data))
+        if text:
+            self._stream.feed(for_pyte(text))
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._screen.resize(rows, cols)
+
+    def reset(self) -> None:
+        """Forget everything (used after output was dropped under load)."""
+        self._screen.reset()
+        self._pending = ""
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self._screen.columns, self._screen.lines
+
+    def view(self) -> ScreenView:
+        return ScreenView(
+            lines=tuple(self._screen.display),
+            title=str(self._screen.title or ""),
+            cursor_row=int(self._screen.cursor.y),
+        )

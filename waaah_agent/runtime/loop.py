@@ -1,0 +1,396 @@
+"""The supervisor loop: one thread, one ``selectors`` loop, timers as deadlines.
+
+It relays bytes between the user's terminal and the agent's PTY unchanged and as they
+arrive; everything else (logs, the screen model, detection, typing prompts) happens
+beside that path. Signal handlers do nothing but wake the loop through
+``signal.set_wakeup_fd``; no work happens inside a handler. Timers are named deadlines,
+so a quiet agent costs no CPU: the loop sleeps in ``select`` until something happens.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.delivery import Delivery, Observation, Phase
+from waaah_agent.core.screen import Screen, ScreenView
+from waaah_agent.runtime.child import AgentProcess, ExitStatus
+from waaah_agent.runtime.logs import SessionLogs
+from waaah_agent.runtime.store import SessionDir, SessionState
+from waaah_agent.runtime.terminal import DEFAULT_SIZE, terminal_size
+
+log = logging.getLogger(__name__)
+
+CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
+SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
+SCREEN_BACKLOG = 512 * 1024  # beyond this much unprocessed output, keep only the tail
+FLUSH_EVERY = 1.0
+MENU_TIMEOUT = 20.0
+MENU = " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent "
+WATCHED_SIGNALS = (signal.SIGWINCH, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGCHLD)
+
+
+@dataclass
+class Outcome:
+    """How a supervised run ended."""
+
+    reason: str  # "agent-exit", "user", "signal", "login", "terminal-closed"
+    status: ExitStatus | None = None
+    detail: str = ""
+
+
+@dataclass
+class LoopConfig:
+    adapter: Adapter
+    interactive: bool
+    initial_prompt: Delivery | None
+    stop_grace: float = 5.0
+    settle: float = 0.8  # the screen must be quiet this long before we type into it
+
+
+@dataclass
+class Timers:
+    """Named deadlines on the monotonic clock."""
+
+    due: dict[str, float] = field(default_factory=dict)
+
+    def set(self, name: str, when: float) -> None:
+        self.due[name] = when
+
+    def set_min(self, name: str, when: float) -> None:
+        """Fire at ``when`` unless already due earlier."""
+        self.due[name] = min(when, self.due.get(name, when))
+
+    def cancel(self, name: str) -> None:
+        self.due.pop(name, None)
+
+    def timeout(self, now: float) -> float | None:
+        return max(0.0, min(self.due.values()) - now) if self.due else None
+
+    def pop_due(self, now: float) -> list[str]:
+        names = [n for n, t in self.due.items() if t <= now]
+        for n in names:
+            del self.due[n]
+        return names
+
+
+class Supervisor:
+    """Runs one agent process to its end. Build it, call :meth:`run` once."""
+
+    def __init__(
+        self,
+        cfg: LoopConfig,
+        child: AgentProcess,
+        session: SessionDir,
+        state: SessionState,
+        logs: SessionLogs,
+        *,
+        stdin_fd: int,
+        stdout_fd: int,
+        notify: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.child = child
+        self.session = session
+        self.state = state
+        self.logs = logs
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self.notify = notify
+        self.clock = clock
+        self.timers = Timers()
+        self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
+        self.screen = Screen(*self.size)
+        self.backlog = bytearray()
+        self.last_output = clock()
+        self.delivery = cfg.initial_prompt
+        self.agent_state = "starting"
+        self.menu_open = False
+        self.stopping: str | None = None
+        self.outcome: Outcome | None = None
+        self.child_gone = False
+        self._stop_detail = ""
+        self._wake_r = -1
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        wake_r, wake_w = os.pipe()
+        self._wake_r = wake_r
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        old_wakeup = signal.set_wakeup_fd(wake_w)
+        old_handlers = {s: signal.signal(s, _ignore_in_handler) for s in WATCHED_SIGNALS}
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(self.child.fd, selectors.EVENT_READ, self._on_pty)
+            sel.register(wake_r, selectors.EVENT_READ, self._on_signal)
+            if self.cfg.interactive:
+                sel.register(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
+            self.timers.set("flush", self.clock() + FLUSH_EVERY)
+            self._check_child()  # it may have died before the handlers were in place
+            while self.outcome is None:
+                self._iterate(sel)
+        finally:
+            sel.close()
+            signal.set_wakeup_fd(old_wakeup)
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
+            os.close(wake_r)
+            os.close(wake_w)
+        return self.outcome
+
+    def _iterate(self, sel: selectors.BaseSelector) -> None:
+        writing = selectors.EVENT_READ | selectors.EVENT_WRITE
+        sel.modify(self.child.fd, writing if self.child.wants_write else selectors.EVENT_READ, self._on_pty)
+        for key, mask in sel.select(self.timers.timeout(self.clock())):
+            key.data(mask)
+            if self.outcome is not None:
+                return
+        for name in self.timers.pop_due(self.clock()):
+            getattr(self, f"_timer_{name}")()
+
+    # -- agent output ----------------------------------------------------------------------
+    def _on_pty(self, mask: int) -> None:
+        if mask & selectors.EVENT_WRITE:
+            self.child.flush()
+        if mask & selectors.EVENT_READ:
+            data = self.child.read()
+            if data is None:
+                self._agent_gone()
+            elif data:
+                self._relay(data)
+
+    def _relay(self, data: bytes) -> None:
+        if self.cfg.interactive:
+            self._write_stdout(data)
+        self.logs.output(data)
+        self.last_output = self.clock()
+        self.backlog += data
+        self.timers.set_min("screen", self.last_output + SCREEN_DELAY)
+
+    def _write_stdout(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.stdout_fd, view) :]
+            except BlockingIOError:
+                time.sleep(0.001)
+            except OSError as err:
+                if err.errno in (errno.EIO, errno.EPIPE, errno.EBADF):
+                    self._finish_later("terminal-closed", "the terminal went away")
+                    return
+                raise
+
+    # -- the screen, detection, delivery -------------------------------------------------
+    def _timer_screen(self) -> None:
+        if len(self.backlog) > SCREEN_BACKLOG:
+            # A binary blast or a huge dump: the screen model only needs the recent past.
+            del self.backlog[:-SCREEN_BACKLOG]
+            self.screen.reset()
+        self.screen.feed(bytes(self.backlog))
+        self.backlog.clear()
+        self._observe(self.screen.view())
+
+    def _observe(self, view: ScreenView) -> None:
+        adapter, now = self.cfg.adapter, self.clock()
+        label, evidence = classify(adapter, view)
+        if label != self.agent_state:
+            self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
+            self.agent_state = label
+        if label == "login" and self.stopping is None:
+            self._login_required()
+            return
+        if self.delivery is None or self.delivery.done:
+            return
+        quiet_for = now - self.last_output
+        if self.delivery.phase is Phase.WAITING and quiet_for < self.cfg.settle:
+            self.timers.set_min("screen", self.last_output + self.cfg.settle)
+            return
+        seen = Observation(
+            ready=label == "ready", busy=label == "busy", input_empty=adapter.input_is_empty(view)
+        )
+        steps_before = len(self.delivery.log)
+        for chunk in self.delivery.step(now, seen):
+            self.child.queue(chunk)
+        self._after_delivery_step(steps_before, now)
+
+    def _after_delivery_step(self, steps_before: int, now: float) -> None:
+        delivery = self.delivery
+        assert delivery is not None
+        for note in delivery.log[steps_before:]:
+            self.session.event("delivery", kind=delivery.kind, phase=delivery.phase.value, note=note)
+            self.logs.notice(f"{delivery.kind} prompt: {note}")
+        if delivery.done:
+            if delivery.phase is Phase.CONFIRMED and delivery.kind == "workflow":
+                self.state.workflow_delivered = True
+                self.session.save(self.state)
+            return
+        deadline = delivery.next_deadline(now)
+        if deadline is not None:
+            self.timers.set_min("screen", deadline)
+
+    def _login_required(self) -> None:
+        name = self.cfg.adapter.name
+        self._stop("login", f"{name} requires login. Run: {name} (then choose a login method)")
+
+    # -- user input ----------------------------------------------------------------------
+    def _on_stdin(self, mask: int) -> None:
+        try:
+            data = os.read(self.stdin_fd, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            self._stop("terminal-closed", "the terminal closed")
+            return
+        if self.menu_open:
+            self._menu_key(data)
+            return
+        for seq in CTRL_C:
+            at = data.find(seq)
+            if at >= 0:
+                self.child.queue(data[:at])
+                self._open_menu()
+                return
+        self.child.queue(data)
+
+    def _open_menu(self) -> None:
+        self.menu_open = True
+        self.timers.set("menu", self.clock() + MENU_TIMEOUT)
+        rows = self.size[1]
+        self._write_stdout(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{MENU}\x1b[0m\x1b8".encode())
+        self.session.event("menu", action="open")
+
+    def _menu_key(self, data: bytes) -> None:
+        key = data[:1].lower()
+        if key == b"s":
+            self._close_menu("save and exit")
+            self._stop("user", "you chose save and exit")
+        elif key == b"p" or data.startswith(CTRL_C):
+            self._close_menu("pass Ctrl+C")
+            self.child.queue(b"\x03")
+        elif key in (b"c", b"\r", b"\x1b", b"q"):
+            self._close_menu("continue")
+
+    def _close_menu(self, choice: str) -> None:
+        self.menu_open = False
+        self.timers.cancel("menu")
+        rows = self.size[1]
+        self._write_stdout(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b8".encode())
+        self.session.event("menu", action=choice)
+        self.logs.notice(f"Ctrl+C menu: {choice}")
+        # Make the agent redraw the line the menu covered: a resize makes every TUI repaint.
+        cols, rows = self.size
+        self.child.set_size(cols, rows - 1)
+        self.child.set_size(cols, rows)
+
+    def _timer_menu(self) -> None:
+        if self.menu_open:
+            self._close_menu("continue (no choice made)")
+
+    # -- signals -------------------------------------------------------------------------
+    def _on_signal(self, mask: int) -> None:
+        try:
+            raw = os.read(self._wake_r, 512)
+        except BlockingIOError:
+            raw = b""
+        for signum in raw:
+            self._handle_signal(signum)
+
+    def _handle_signal(self, signum: int) -> None:
+        if signum == signal.SIGWINCH:
+            self._resize()
+        elif signum == signal.SIGCHLD:
+            self._check_child()
+        elif signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            name = signal.Signals(signum).name
+            self._stop("signal", f"received {name}")
+
+    def _resize(self) -> None:
+        size = terminal_size(self.stdout_fd) if self.cfg.interactive else None
+        if size is None or size == self.size:
+            return
+        self.size = size
+        self.child.set_size(*size)
+        self.screen.resize(*size)
+        self.logs.resize(*size)
+        self.session.event("resize", cols=size[0], rows=size[1])
+
+    # -- the agent's end -----------------------------------------------------------------
+    def _check_child(self) -> None:
+        if not self.child_gone and not self.child.alive():
+            self._agent_gone()
+
+    def _agent_gone(self) -> None:
+        """The agent exited (or closed its terminal): drain its last output, then finish."""
+        if self.child_gone:
+            return
+        self.child_gone = True
+        while True:
+            data = self.child.read()
+            if not data:
+                break
+            self._relay(data)
+        deadline = self.clock() + 2.0
+        while self.child.alive() and self.clock() < deadline:
+            time.sleep(0.02)  # the PTY closed first; the exit status follows in a moment
+        if self.child.alive():
+            self.child.signal_group(signal.SIGKILL)
+        status = self.child.status() if not self.child.alive() else None
+        # Whatever else still runs in the agent's process group (MCP servers...) goes too.
+        self.child.signal_group(signal.SIGTERM)
+        if self.stopping is not None:
+            self.outcome = Outcome(self.stopping, status, self._stop_detail)
+        else:
+            self.outcome = Outcome("agent-exit", status)
+
+    def _stop(self, reason: str, detail: str) -> None:
+        """Stop the agent's process group: SIGTERM now, SIGKILL at the deadline."""
+        if self.stopping is not None:
+            return
+        self.stopping, self._stop_detail = reason, detail
+        self.session.event("stop", reason=reason, detail=detail)
+        self.logs.notice(f"stopping the agent: {detail}")
+        self.child.signal_group(signal.SIGTERM)
+        self.timers.set("kill", self.clock() + self.cfg.stop_grace)
+
+    def _finish_later(self, reason: str, detail: str) -> None:
+        self.cfg.interactive = False  # nowhere left to write the agent's screen
+        self._stop(reason, detail)
+
+    def _timer_kill(self) -> None:
+        if not self.child_gone:
+            self.session.event("kill", signal="SIGKILL", after_seconds=self.cfg.stop_grace)
+            self.logs.notice(f"the agent ignored SIGTERM for {self.cfg.stop_grace:.0f}s: SIGKILL")
+            self.child.signal_group(signal.SIGKILL)
+            self.timers.set("kill", self.clock() + 1.0)
+
+    def _timer_flush(self) -> None:
+        self.logs.flush()
+        self.timers.set("flush", self.clock() + FLUSH_EVERY)
+
+
+def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
+    """The agent's state as far as the screen shows it, with the evidence."""
+    region = adapter.region(view)
+    rules = adapter.rules
+    if rules.login is not None and (m := rules.login.search(region)):
+        return "login", f"screen: {m.group(0)!r}"
+    if adapter.is_busy(view):
+        return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
+    if rules.dialog is not None and (m := rules.dialog.search(region)):
+        return "dialog", f"screen: {m.group(0)!r}"
+    if adapter.is_ready(view):
+        return "ready", f"screen: input prompt (title {view.title!r})"
+    return "starting", "no input prompt yet"
+
+
+def _ignore_in_handler(signum: int, frame: object) -> None:
+    """The wake-up fd carries the signal number to the loop; the handler does nothing."""

@@ -1,0 +1,199 @@
+"""Session state on disk: ``.waaah/sessions/<id>/`` with session.json, events.jsonl and a lock.
+
+session.json is written atomically (temp file, fsync, rename), so a crash or a full disk
+leaves the previous good copy in place. events.jsonl is append-only, one line per
+supervisor decision. An exclusive ``flock`` makes sure two supervisors never drive one
+session; the kernel drops it when the holder dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from waaah_agent.errors import SessionBusy
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+TAIL_LINES = 40
+
+
+@dataclass
+class SessionState:
+    """Everything needed to report on a session and to resume it."""
+
+    id: str
+    agent: str
+    workflow: str
+    workspace: str
+    native_session_id: str
+    argv: list[str] = field(default_factory=list)
+    status: str = "starting"
+    created: str = ""
+    updated: str = ""
+    exit_code: int | None = None
+    restarts: int = 0
+    workflow_delivered: bool = False
+    tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
+    output_tail: list[str] = field(default_factory=list)
+    log_path: str = ""
+    cast_path: str = ""
+    supervisor_pid: int = 0
+    agent_pid: int = 0
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionState:
+        if data.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"unknown schema version {data.get('schema')!r}")
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class CorruptSession(Exception):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+
+
+def new_session_id(agent: str, now: datetime) -> str:
+    return f"{agent}-{now.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def now_iso() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+class SessionDir:
+    """One session's folder, held under an exclusive lock while open."""
+
+    def __init__(self, root: Path, session_id: str) -> None:
+        self.path = root / session_id
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.state_file = self.path / "session.json"
+        self.events_file = self.path / "events.jsonl"
+        self.inbox = self.path / "inbox.jsonl"
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            os.close(fd)
+            raise SessionBusy(
+                f"session {self.path.name} is being supervised by another waaah process; "
+                "stop that one first or start a new session without --resume"
+            ) from err
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def load(self) -> SessionState:
+        try:
+            data = json.loads(self.state_file.read_text(encoding="utf-8"))
+            return SessionState.from_json(data)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, TypeError) as err:
+            raise CorruptSession(self.state_file, str(err)) from err
+
+    def save(self, state: SessionState) -> bool:
+        """Persist ``state``; on failure (disk full) keep the old file and return False."""
+        state.updated = now_iso()
+        try:
+            atomic_write(self.state_file, json.dumps(state.to_json(), indent=2) + "\n")
+        except OSError as err:
+            log.warning("could not save %s (the previous copy is kept): %s", self.state_file, err)
+            return False
+        return True
+
+    def event(self, name: str, /, **fields: Any) -> None:
+        record = {"ts": round(time.time(), 3), "event": name, **fields}
+        try:
+            with self.events_file.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, default=str) + "\n")
+        except OSError as err:
+            log.warning("could not append to %s: %s", self.events_file, err)
+
+    def move_aside(self) -> Path:
+        """Keep a corrupt session.json for inspection, out of the way of a fresh one."""
+        target = self.state_file.with_name(f"session.json.corrupt-{int(time.time())}")
+        os.replace(self.state_file, target)
+        return target
+
+
+class SessionStore:
+    """``<workspace>/.waaah/sessions``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def open(self, session_id: str) -> SessionDir:
+        return SessionDir(self.root, session_id)
+
+    def newest(self, agent: str | None) -> str | None:
+        """The most recently updated session (of ``agent``, if given) in this workspace."""
+        best: tuple[float, str] | None = None
+        if not self.root.is_dir():
+            return None
+        for state_file in self.root.glob("*/session.json"):
+            try:
+                data = json.loads(state_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = {}  # corrupt: still a candidate, so the user hears about it
+            if agent is not None and data.get("agent", agent) != agent:
+                continue
+            key = (state_file.stat().st_mtime, state_file.parent.name)
+            if best is None or key > best:
+                best = key
+        return best[1] if best else None
+
+    def all_states(self) -> list[SessionState]:
+        states = []
+        for state_file in sorted(self.root.glob("*/session.json")):
+            try:
+                states.append(SessionState.from_json(json.loads(state_file.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError):
+                continue
+        return states
