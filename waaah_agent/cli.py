@@ -95,7 +95,8 @@ def mcp_proxy(
         str | None, typer.Option("--agent-id", help="Agent id filled into calls (env WAAAH_AGENT_ID).")
     ] = None,
     inbox: Annotated[
-        Path | None, typer.Option("--inbox", help="File that receives one JSON line per tool call (env WAAAH_INBOX).")
+        Path | None,
+        typer.Option("--inbox", help="File that receives one JSON line per tool call (env WAAAH_INBOX)."),
     ] = None,
 ) -> None:
     """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""

@@ -30,7 +30,9 @@ def _needs_login(env: Mapping[str, str]) -> bool:
         settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return True
-    auth = settings.get("security", {}).get("auth", {}).get("selectedType") or settings.get("selectedAuthType")
+    auth = settings.get("security", {}).get("auth", {}).get("selectedType") or settings.get(
+        "selectedAuthType"
+    )
     # Vertex, Cloud Shell and compute ADC logins leave no file we can check: trust them.
     return auth in (None, "gemini-api-key", "oauth-personal")
 

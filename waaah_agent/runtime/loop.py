@@ -250,16 +250,21 @@ class Supervisor:
         if not data:
             self._stop("terminal-closed", "the terminal closed")
             return
-        if self.menu_open:
-            self._menu_key(data)
-            return
-        for seq in CTRL_C:
-            at = data.find(seq)
-            if at >= 0:
-                self.child.queue(data[:at])
-                self._open_menu()
+        self._user_input(data)
+
+    def _user_input(self, data: bytes) -> None:
+        """Forward keys byte for byte, except Ctrl+C (the menu) and keys meant for the menu."""
+        while data:
+            if self.menu_open:
+                data = self._menu_key(data)
+                continue
+            at, seq = min(((data.find(s), s) for s in CTRL_C if s in data), default=(-1, b""))
+            if at < 0:
+                self.child.queue(data)
                 return
-        self.child.queue(data)
+            self.child.queue(data[:at])
+            self._open_menu()
+            data = data[at + len(seq) :]
 
     def _open_menu(self) -> None:
         self.menu_open = True
@@ -268,16 +273,24 @@ class Supervisor:
         self._write_stdout(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{MENU}\x1b[0m\x1b8".encode())
         self.session.event("menu", action="open")
 
-    def _menu_key(self, data: bytes) -> None:
-        key = data[:1].lower()
+    def _menu_key(self, data: bytes) -> bytes:
+        """Act on the first key typed into the menu; return the keys after it."""
+        for seq in CTRL_C:  # Ctrl+C twice: the user means the agent
+            if data.startswith(seq):
+                self._close_menu("pass Ctrl+C")
+                self.child.queue(b"\x03")
+                return data[len(seq) :]
+        key, rest = data[:1].lower(), data[1:]
         if key == b"s":
             self._close_menu("save and exit")
             self._stop("user", "you chose save and exit")
-        elif key == b"p" or data.startswith(CTRL_C):
+            return b""
+        if key == b"p":
             self._close_menu("pass Ctrl+C")
             self.child.queue(b"\x03")
         elif key in (b"c", b"\r", b"\x1b", b"q"):
             self._close_menu("continue")
+        return rest
 
     def _close_menu(self, choice: str) -> None:
         self.menu_open = False

@@ -86,7 +86,9 @@ def resolve_workspace(start: Path, console: Console) -> Path:
     root = git_root(start)
     if root is not None:
         return root
-    console.say(f"warning: {start} is not in a git repository; git is recommended so the agent's work can be reviewed and undone")
+    console.say(
+        f"warning: {start} is not in a git repository; git is recommended so the agent's work can be reviewed and undone"
+    )
     if console.interactive and console.ask("Run `git init` here? [y/N] ").strip().lower() in ("y", "yes"):
         if git_init(start):
             console.say(f"initialised a git repository in {start}")
@@ -103,7 +105,7 @@ def find_binary(adapter: Adapter, env: Mapping[str, str]) -> str:
 
 
 def login_message(adapter: Adapter) -> str:
-    return f"{adapter.binary} requires login. Run: {adapter.binary} (then choose a login method)"
+    return f"{adapter.name} requires login. Run: {adapter.binary} (then choose a login method)"
 
 
 def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
@@ -185,10 +187,20 @@ def supervise(
     session.event("start", argv=state.argv, pid=child.pid, resumed=resumed, native_resume=native_resume)
     logs.notice(f"started {shlex.join(state.argv)} (pid {child.pid}) in {workspace}")
     if not console.interactive:
-        console.say(f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {logs.text_path}")
-    cfg = LoopConfig(adapter=adapter, interactive=console.interactive, initial_prompt=first, stop_grace=opts.stop_grace)
+        console.say(
+            f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {logs.text_path}"
+        )
+    cfg = LoopConfig(
+        adapter=adapter, interactive=console.interactive, initial_prompt=first, stop_grace=opts.stop_grace
+    )
     sup = Supervisor(
-        cfg, child, session, state, logs, stdin_fd=sys.stdin.fileno(), stdout_fd=sys.stdout.fileno(),
+        cfg,
+        child,
+        session,
+        state,
+        logs,
+        stdin_fd=sys.stdin.fileno(),
+        stdout_fd=sys.stdout.fileno(),
         notify=console.say,
     )
     try:
@@ -207,7 +219,12 @@ def supervise(
 
 
 def finish(
-    outcome: Outcome, adapter: Adapter, state: SessionState, session: SessionDir, opts: AgentOptions, console: Console
+    outcome: Outcome,
+    adapter: Adapter,
+    state: SessionState,
+    session: SessionDir,
+    opts: AgentOptions,
+    console: Console,
 ) -> int:
     status = outcome.status
     state.exit_code = status.code if status else None
@@ -219,14 +236,18 @@ def finish(
     else:
         state.status = "stopped"
     session.save(state)
-    session.event("end", reason=outcome.reason, detail=outcome.detail, exit=status.describe() if status else None)
+    session.event(
+        "end", reason=outcome.reason, detail=outcome.detail, exit=status.describe() if status else None
+    )
     if outcome.reason == "login":
         raise LoginRequired(outcome.detail)
     if outcome.reason == "agent-exit":
         how = status.describe() if status else "an unknown status"
         if status is None or not status.ok:
-            raise AgentFailed(f"{adapter.binary} exited with {how}; session {state.id} saved. Resume with: {resume_cmd}")
-        console.say(f"{adapter.binary} exited ({how}). Session {state.id} saved. Resume with: {resume_cmd}")
+            raise AgentFailed(
+                f"{adapter.name} exited with {how}; session {state.id} saved. Resume with: {resume_cmd}"
+            )
+        console.say(f"{adapter.name} exited ({how}). Session {state.id} saved. Resume with: {resume_cmd}")
         return 0
     console.say(f"Stopped ({outcome.detail}). Session {state.id} saved. Resume with: {resume_cmd}")
     return 0

@@ -1,0 +1,74 @@
+"""Driving the real `waaah` command through a real PTY, as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pexpect
+
+WAAAH = str(Path(sys.executable).parent / "waaah")
+ROWS, COLS = 40, 120
+
+
+def sim_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAAAH_", "SIM_"))}
+    env.update(HOME=str(home), SIM_BUSY_SECONDS="0.5", SIM_STARTUP_SECONDS="0.2", **extra)
+    return env
+
+
+def spawn_waaah(ws: Path, *args: str, env: dict[str, str], timeout: float = 20) -> pexpect.spawn:
+    child = pexpect.spawn(
+        WAAAH, ["agent", *args], cwd=str(ws), env=env, dimensions=(ROWS, COLS), timeout=timeout
+    )
+    child.delaybeforesend = None  # pexpect sleeps 50 ms before every send otherwise
+    return child
+
+
+def retry_until(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {check}")
+        time.sleep(interval)
+
+
+def session_dirs(ws: Path) -> list[Path]:
+    return sorted((ws / ".waaah" / "sessions").glob("*/"))
+
+
+def state(ws: Path, index: int = -1) -> dict[str, Any]:
+    """The session.json of a session (must parse: atomic writes mean never half a file)."""
+    path = session_dirs(ws)[index] / "session.json"
+    return json.loads(path.read_text())
+
+
+def events(ws: Path, index: int = -1) -> list[dict[str, Any]]:
+    path = session_dirs(ws)[index] / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def sim_messages(ws: Path, native_id: str, role: str = "user") -> list[str]:
+    path = ws / ".waaah" / "simulated" / f"{native_id}.jsonl"
+    if not path.exists():
+        return []
+    return [m["text"] for m in map(json.loads, path.read_text().splitlines()) if m["role"] == role]
+
+
+def delivered(ws: Path) -> bool:
+    return any(e["event"] == "delivery" and e["phase"] == "confirmed" for e in events(ws))
+
+
+def typed(child: pexpect.spawn, text: str, enter_delay: float = 0.3) -> None:
+    """Type like a person: the keys, a pause, then Enter on its own."""
+    child.send(text)
+    time.sleep(enter_delay)
+    child.send("\r")

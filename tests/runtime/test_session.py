@@ -1,0 +1,346 @@
+"""The supervised session, end to end through a real PTY, over the simulated agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.conftest import pid_alive
+from tests.runtime.helpers import (
+    WAAAH,
+    delivered,
+    events,
+    retry_until,
+    session_dirs,
+    sim_env,
+    sim_messages,
+    spawn_waaah,
+    state,
+    typed,
+)
+from waaah_agent.runtime.logs import replay
+from waaah_agent.runtime.workspace import find_workflow
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def start_and_deliver(ws: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
+    """Start a session and wait until the agent has answered the workflow (idle again)."""
+    child = spawn_waaah(ws, "--start=simulated", *args, env=env)
+    retry_until(lambda: session_dirs(ws) and delivered(ws))
+    retry_until(lambda: sim_messages(ws, state(ws)["native_session_id"], role="model"))
+    return child
+
+
+def wait_exit(child: pexpect.spawn, timeout: float = 15) -> int:
+    child.expect(pexpect.EOF, timeout=timeout)
+    child.close()
+    return child.exitstatus if child.exitstatus is not None else 128 + child.signalstatus
+
+
+def save_and_exit(child: pexpect.spawn) -> int:
+    child.send("\x03")
+    child.expect("save and exit")
+    child.send("s")
+    return wait_exit(child)
+
+
+def test_workflow_arrives_once_and_is_submitted(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    sid = state(workspace)["native_session_id"]
+    expected = find_workflow("waaah-orc", workspace).text.strip()
+    retry_until(lambda: sim_messages(workspace, sid))
+    time.sleep(1.5)  # long enough for any duplicate or re-sent Enter to show up
+    assert sim_messages(workspace, sid) == [expected]
+    assert state(workspace)["workflow_delivered"] is True
+    phases = [e["phase"] for e in events(workspace) if e["event"] == "delivery"]
+    assert phases == ["pasted", "entered", "confirmed"]
+    assert save_and_exit(child) == 0
+
+
+def test_typed_keys_and_resize_reach_the_agent(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    sid = state(workspace)["native_session_id"]
+    retry_until(lambda: sim_messages(workspace, sid, role="model"))
+    typed(child, "hello from the keyboard")
+    retry_until(lambda: "hello from the keyboard" in sim_messages(workspace, sid))
+    child.setwinsize(30, 100)
+    child.expect("SIZE=100x30")
+    assert any(e["event"] == "resize" and e["cols"] == 100 for e in events(workspace))
+    assert save_and_exit(child) == 0
+
+
+def test_logs_are_clean_and_the_cast_replays_the_same_bytes(workspace, fake_home):
+    env = sim_env(fake_home, GEMINI_API_KEY="AIzaSyD-secret-value-1234567890abcdefgh")
+    child = start_and_deliver(workspace, env)
+    seen = bytearray()
+    typed(child, "print the key AIzaSyD-secret-value-1234567890abcdefgh please")
+    child.expect("Received")
+    assert save_and_exit(child) == 0
+    seen += child.before or b""
+    st = state(workspace)
+    text = Path(st["log_path"]).read_text()
+    lines = text.splitlines()
+    assert all(line[:4].isdigit() and line[10] == "T" for line in lines), lines[:3]
+    assert "\x1b" not in text
+    assert any("SIMULATED AGENT" in line for line in lines)
+    assert "secret-value" not in text and "[REDACTED]" in text
+    # Spinner frames collapse: far fewer "Thinking" lines than frames drawn.
+    assert sum("Thinking" in line for line in lines) <= 4
+    cast = Path(st["cast_path"])
+    header = json.loads(cast.read_text().splitlines()[0])
+    assert header["version"] == 2 and header["width"] == 120 and header["height"] == 40
+    assert b"SIMULATED AGENT" in replay(cast)
+
+
+def test_cast_is_lossless(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    chunks = bytearray()
+    child.logfile_read = _Collector(chunks)
+    typed(child, "/crash 0")
+    child.expect(pexpect.EOF)
+    child.close()
+    recorded = replay(Path(state(workspace)["cast_path"]))
+    # Everything the agent wrote after we started collecting is in the record, byte for byte.
+    agent_part = bytes(chunks).split(b"simulated exited")[0]
+    assert agent_part and agent_part in recorded
+
+
+class _Collector:
+    def __init__(self, buf: bytearray) -> None:
+        self.buf = buf
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+
+    def flush(self) -> None:
+        pass
+
+
+def test_ctrl_c_menu_choices(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    sid = state(workspace)["native_session_id"]
+    # continue: the menu goes away and the agent keeps working with our keys
+    child.send("\x03")
+    child.expect(r"\[c\] continue")
+    child.send("c")
+    typed(child, "still here")
+    retry_until(lambda: "still here" in sim_messages(workspace, sid))
+    # pass Ctrl+C to the agent: it sees the key
+    child.send("\x03")
+    child.expect(r"\[p\] pass Ctrl\+C")
+    child.send("p")
+    child.expect("Press Ctrl\\+C again to exit")
+    assert state(workspace)["status"] == "running"
+    # save and exit
+    child.send("\x03")
+    child.expect("save and exit")
+    child.send("s")
+    child.expect("Resume with: waaah agent --start=simulated --as=waaah-orc --resume")
+    assert wait_exit(child) == 0
+    st = state(workspace)
+    assert st["status"] == "stopped"
+    assert not pid_alive(st["agent_pid"])
+    choices = [e["action"] for e in events(workspace) if e["event"] == "menu"]
+    assert choices == ["open", "continue", "open", "pass Ctrl+C", "open", "save and exit"]
+
+
+def test_resume_continues_the_same_session(workspace, fake_home):
+    env = sim_env(fake_home)
+    child = start_and_deliver(workspace, env)
+    first = state(workspace)
+    retry_until(lambda: sim_messages(workspace, first["native_session_id"], role="model"))
+    assert save_and_exit(child) == 0
+
+    child = spawn_waaah(workspace, "--start=simulated", "--resume", env=env)
+    child.expect("Resumed session " + first["native_session_id"])
+    again = state(workspace)
+    assert len(session_dirs(workspace)) == 1
+    assert again["id"] == first["id"] and again["native_session_id"] == first["native_session_id"]
+    assert again["argv"][-2:] == ["--resume", first["native_session_id"]]
+    time.sleep(1.5)
+    # The conversation already has the workflow: it is not typed a second time.
+    assert len(sim_messages(workspace, first["native_session_id"])) == 1
+    assert save_and_exit(child) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_save_and_exit(workspace, fake_home, signum):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    agent_pid = state(workspace)["agent_pid"]
+    os.kill(child.pid, signum)
+    assert wait_exit(child) == 0
+    st = state(workspace)
+    assert st["status"] == "stopped"
+    assert not pid_alive(agent_pid)
+    stop = [e for e in events(workspace) if e["event"] == "stop"]
+    assert stop and signal.Signals(signum).name in stop[0]["detail"]
+
+
+@pytest.mark.parametrize("stubborn", [False, True])
+def test_sigkill_of_the_supervisor_leaves_no_agent(workspace, fake_home, stubborn):
+    env = sim_env(fake_home, SIM_IGNORE_TERM="1" if stubborn else "0")
+    child = start_and_deliver(workspace, env)
+    agent_pid = state(workspace)["agent_pid"]
+    assert pid_alive(agent_pid)
+    os.kill(child.pid, signal.SIGKILL)
+    started = time.monotonic()
+    retry_until(lambda: not pid_alive(agent_pid), timeout=5)
+    print(f"agent gone {time.monotonic() - started:.3f}s after the supervisor's SIGKILL")
+    child.close(force=True)
+
+
+def test_agent_that_ignores_sigterm_is_killed_after_the_grace(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home, SIM_IGNORE_TERM="1"), "--stop-grace", "1")
+    agent_pid = state(workspace)["agent_pid"]
+    os.kill(child.pid, signal.SIGTERM)
+    assert wait_exit(child) == 0
+    assert not pid_alive(agent_pid)
+    assert any(e["event"] == "kill" for e in events(workspace))
+
+
+def test_agent_exit_is_reported_with_its_code(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    typed(child, "/crash 3")
+    child.expect("exited with exit code 3")
+    assert wait_exit(child) == 10
+    st = state(workspace)
+    assert st["status"] == "exited" and st["exit_code"] == 3
+    assert st["output_tail"], "the tail of the agent's output is kept"
+
+
+def test_user_quit_is_a_clean_exit(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    typed(child, "/quit")
+    child.expect("Goodbye")
+    assert wait_exit(child) == 0
+    assert state(workspace)["status"] == "exited"
+    assert state(workspace)["exit_code"] == 0
+
+
+def test_headless_runs_without_a_terminal(workspace, fake_home):
+    proc = subprocess.Popen(
+        [WAAAH, "agent", "--start=simulated"],
+        cwd=workspace,
+        env=sim_env(fake_home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        retry_until(lambda: session_dirs(workspace) and delivered(workspace))
+        sid = state(workspace)["native_session_id"]
+        retry_until(lambda: sim_messages(workspace, sid))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert "[waaah] simulated started" in text
+    assert "\x1b[" not in text  # no TUI frames on a non-terminal stdout
+    assert state(workspace)["status"] == "stopped"
+    cast = json.loads(Path(state(workspace)["cast_path"]).read_text().splitlines()[0])
+    assert (cast["width"], cast["height"]) == (120, 40)
+
+
+def run_once(ws: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [WAAAH, "agent", *args],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_missing_cli_says_how_to_install(workspace, fake_home):
+    env = sim_env(fake_home)
+    env["PATH"] = "/nonexistent"
+    result = run_once(workspace, env, "--start=gemini")
+    assert result.returncode == 3
+    assert "gemini CLI not found. Install with: npm install -g @google/gemini-cli" in result.stderr
+    result = run_once(workspace, env, "--start=claude")
+    assert result.returncode == 3
+    assert "claude CLI not found. Install with: npm install -g @anthropic-ai/claude-code" in result.stderr
+
+
+def test_unknown_workflow_names_the_places_searched(workspace, fake_home):
+    result = run_once(workspace, sim_env(fake_home), "--start=simulated", "--as=nope")
+    assert result.returncode == 4
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert ".agent/workflows/nope.md" in line and "available: waaah-orc" in line
+
+
+def test_workspace_workflow_wins_and_slash_names_work(workspace, fake_home):
+    folder = workspace / ".agent" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "mine.md").write_text("---\nname: mine\n---\nMY OWN WORKFLOW TEXT\n")
+    child = start_and_deliver(workspace, sim_env(fake_home), "--as=/mine")
+    sid = state(workspace)["native_session_id"]
+    retry_until(lambda: sim_messages(workspace, sid) == ["MY OWN WORKFLOW TEXT"])
+    assert save_and_exit(child) == 0
+
+
+def test_outside_git_headless_warns_and_carries_on(tmp_path, fake_home):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    env = sim_env(fake_home)
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path)
+    proc = subprocess.Popen(
+        [WAAAH, "agent", "--start=simulated"],
+        cwd=plain,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    retry_until(lambda: session_dirs(plain) and delivered(plain))
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0
+    assert b"not in a git repository; git is recommended" in out
+    assert not (plain / ".git").exists()
+
+
+def test_corrupt_session_file_is_moved_aside(workspace, fake_home):
+    env = sim_env(fake_home)
+    child = start_and_deliver(workspace, env)
+    assert save_and_exit(child) == 0
+    bad = session_dirs(workspace)[0] / "session.json"
+    bad.write_text("{ this is not json")
+    proc = subprocess.Popen(
+        [WAAAH, "agent", "--start=simulated", "--resume"],
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    retry_until(lambda: len(session_dirs(workspace)) == 2 and delivered(workspace))
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0
+    first_line = out.decode().splitlines()[0]
+    assert f"session file {bad} is unreadable" in first_line and "starting a fresh session" in first_line
+    assert list(bad.parent.glob("session.json.corrupt-*")), "the bad file is kept for inspection"
+
+
+def test_two_supervisors_never_drive_one_session(workspace, fake_home):
+    env = sim_env(fake_home)
+    child = start_and_deliver(workspace, env)
+    result = run_once(workspace, env, "--start=simulated", "--resume")
+    assert result.returncode == 5
+    assert "being supervised by another waaah process" in result.stderr
+    assert save_and_exit(child) == 0
