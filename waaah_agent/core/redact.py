@@ -38,6 +38,11 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
 
+    @property
+    def longest(self) -> int:
+        """Length of the longest known secret (0 if none)."""
+        return len(self._secrets[0]) if self._secrets else 0
+
     def exact(self, text: str) -> str:
         """Mask only the known secret values (cheap enough for the raw stream)."""
         for secret in self._secrets:

@@ -98,6 +98,7 @@ class SessionLogs:
         self._cleaner = LineCleaner()
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self._t0 = time.monotonic()
+        self._cast_hold = ""
         self._cast_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         cols, rows = size
         header = {
@@ -115,12 +116,19 @@ class SessionLogs:
     def output(self, data: bytes) -> None:
         """Record agent output (called on the relay path: cheap, buffered)."""
         now = time.monotonic()
-        chunk = self._redact.exact(self._cast_decoder.decode(data))
-        if chunk:
-            self._cast.write(json.dumps([round(now - self._t0, 6), "o", chunk]) + "\n")
+        self._cast_out(now, self._cast_decoder.decode(data))
         for line in self._cleaner.feed(data, now):
             self.recent.append(self._redact(line))
             self._line(line)
+
+    def _cast_out(self, now: float, text: str, final: bool = False) -> None:
+        # A secret can straddle two reads: hold back a tail shorter than the longest one.
+        text = self._redact.exact(self._cast_hold + text)
+        hold = 0 if final else max(0, self._redact.longest - 1)
+        cut = max(0, len(text) - hold)
+        text, self._cast_hold = text[:cut], text[cut:]
+        if text:
+            self._cast.write(json.dumps([round(now - self._t0, 6), "o", text]) + "\n")
 
     def resize(self, cols: int, rows: int) -> None:
         self._cast.write(json.dumps([round(time.monotonic() - self._t0, 6), "r", f"{cols}x{rows}"]) + "\n")
@@ -141,6 +149,7 @@ class SessionLogs:
                 log.warning("could not write the session log: %s", err)
 
     def close(self) -> None:
+        self._cast_out(time.monotonic(), self._cast_decoder.decode(b"", final=True), final=True)
         for line in self._cleaner.flush(time.monotonic()):
             self._line(line)
         self.flush()

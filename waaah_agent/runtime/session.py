@@ -89,9 +89,9 @@ def resolve_workspace(start: Path, console: Console) -> Path:
     console.say(
         f"warning: {start} is not in a git repository; git is recommended so the agent's work can be reviewed and undone"
     )
-    if console.interactive and console.ask("Run `git init` here? [y/N] ").strip().lower() in ("y", "yes"):
-        if git_init(start):
-            console.say(f"initialised a git repository in {start}")
+    wants_git = console.interactive and console.ask("Run `git init` here? [y/N] ").strip().lower() in ("y", "yes")
+    if wants_git and git_init(start):
+        console.say(f"initialised a git repository in {start}")
     return start
 
 

@@ -1,0 +1,144 @@
+"""Session state, locks, log rotation and workflow lookup on a temporary folder."""
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from waaah_agent.core.redact import Redactor
+from waaah_agent.errors import SessionBusy, WorkflowNotFound
+from waaah_agent.runtime.logs import RollingFile, SessionLogs, prune, replay
+from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
+from waaah_agent.runtime.workspace import find_workflow, git_root, strip_front_matter, workflow_name
+
+
+def make_state(sid: str = "s1", agent: str = "gemini") -> SessionState:
+    return SessionState(id=sid, agent=agent, workflow="waaah-orc", workspace="/w", native_session_id="u-1")
+
+
+def test_session_json_round_trip_and_schema(tmp_path):
+    store = SessionStore(tmp_path)
+    session = store.open("s1")
+    session.save(make_state())
+    data = json.loads(session.state_file.read_text())
+    assert data["schema"] == 1 and data["native_session_id"] == "u-1" and data["updated"]
+    assert session.load().id == "s1"
+    assert oct(session.state_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_corrupt_session_is_detected_and_moved_aside(tmp_path):
+    session = SessionStore(tmp_path).open("s1")
+    session.state_file.write_text("{nope")
+    with pytest.raises(CorruptSession):
+        session.load()
+    moved = session.move_aside()
+    assert moved.exists() and not session.state_file.exists()
+
+
+def test_exclusive_lock(tmp_path):
+    store = SessionStore(tmp_path)
+    first = store.open("s1")
+    first.lock()
+    with pytest.raises(SessionBusy):
+        store.open("s1").lock()
+    first.unlock()
+    store.open("s1").lock()
+
+
+def test_newest_session_per_agent(tmp_path):
+    store = SessionStore(tmp_path)
+    for sid, agent, mtime in [("a", "gemini", 100), ("b", "claude", 200), ("c", "gemini", 50)]:
+        session = store.open(sid)
+        session.save(make_state(sid, agent))
+        os.utime(session.state_file, (mtime, mtime))
+    assert store.newest("gemini") == "a"
+    assert store.newest("claude") == "b"
+    assert store.newest(None) == "b"
+    assert SessionStore(tmp_path / "none").newest("gemini") is None
+
+
+def test_failed_save_keeps_the_old_copy(tmp_path, monkeypatch):
+    session = SessionStore(tmp_path).open("s1")
+    session.save(make_state())
+
+    def full_disk(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    state = make_state()
+    state.status = "changed"
+    assert session.save(state) is False
+    assert session.load().status == "starting"
+    assert list(session.path.glob(".*.tmp")) == []
+
+
+def test_atomic_write_replaces_whole(tmp_path):
+    target = tmp_path / "f.json"
+    atomic_write(target, "one")
+    atomic_write(target, "two")
+    assert target.read_text() == "two"
+
+
+def test_prune_keeps_the_newest_ten_sessions_per_agent(tmp_path):
+    for i in range(13):
+        for suffix in (".log", ".cast", ".log.1"):
+            (tmp_path / f"gemini-20260101-0000{i:02d}{suffix}").write_text("x")
+    (tmp_path / "claude-20250101-000000.log").write_text("x")
+    prune(tmp_path, "gemini", keep=10)
+    logs = sorted(p.name for p in tmp_path.glob("gemini-*.log"))
+    assert len(logs) == 10 and logs[0] == "gemini-20260101-000003.log"
+    assert not list(tmp_path.glob("gemini-20260101-000000*"))
+    assert (tmp_path / "claude-20250101-000000.log").exists()
+
+
+def test_rolling_file_caps_size(tmp_path):
+    f = RollingFile(tmp_path / "a.log", max_bytes=100)
+    for _ in range(50):
+        f.write("0123456789\n")
+    f.close()
+    sizes = [p.stat().st_size for p in tmp_path.glob("a.log*")]
+    assert len(sizes) == 4  # the live file and three rollovers
+    assert all(size <= 100 for size in sizes)
+
+
+def test_session_logs_write_text_and_cast(tmp_path):
+    logs = SessionLogs(
+        tmp_path, "gemini", (80, 24), Redactor(["s3cr3t-value"]), now=datetime(2026, 1, 2, 3, 4, 5)
+    )
+    raw = b"\x1b[1mbold\x1b[0m s3cr3t-value \xf0\x9f\x98\x80\r\n\xff tail\n"
+    logs.output(raw[:20])
+    logs.output(raw[20:])
+    logs.notice("hello")
+    logs.close()
+    assert logs.text_path.name == "gemini-20260102-030405.log"
+    text = logs.text_path.read_text()
+    assert "bold [REDACTED] 😀" in text and "[waaah] hello" in text and "s3cr3t" not in text
+    assert replay(logs.cast_path) == raw.replace(b"s3cr3t-value", b"[REDACTED]")
+
+
+def test_workflow_lookup(tmp_path):
+    ws, bundled = tmp_path / "ws", tmp_path / "bundled"
+    (ws / ".agent" / "workflows").mkdir(parents=True)
+    bundled.mkdir()
+    (bundled / "waaah-orc.md").write_text("---\nname: x\n---\nbundled body\n")
+    (ws / ".agent" / "workflows" / "mine.md").write_text("workspace body")
+    assert find_workflow("/mine", ws, bundled).text == "workspace body"
+    assert find_workflow("waaah-orc.md", ws, bundled).text == "bundled body\n"
+    with pytest.raises(WorkflowNotFound) as err:
+        find_workflow("nope", ws, bundled)
+    assert "available: mine, waaah-orc" in str(err.value)
+    assert workflow_name("/a.md") == "a"
+    assert strip_front_matter("no front matter") == "no front matter"
+
+
+def test_bundled_workflow_is_real():
+    text = find_workflow("waaah-orc", Path("/nonexistent")).text
+    assert "register_agent" in text and "wait_for_prompt" in text and not text.startswith("---")
+
+
+def test_git_root(tmp_path):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "repo" / "a" / "b").mkdir(parents=True)
+    assert git_root(tmp_path / "repo" / "a" / "b") == tmp_path / "repo"

@@ -1,0 +1,59 @@
+"""Escape filtering, the screen model, the clean text log and redaction."""
+
+from waaah_agent.core.escapes import for_pyte, split_incomplete, strip_all
+from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.core.screen import Screen
+from waaah_agent.core.textlog import LineCleaner
+
+
+def test_split_keeps_an_unfinished_escape_for_later():
+    assert split_incomplete("abc\x1b[3") == ("abc", "\x1b[3")
+    assert split_incomplete("abc\x1b[31m") == ("abc\x1b[31m", "")
+    assert split_incomplete("x\x1b]0;title") == ("x", "\x1b]0;title")
+
+
+def test_pyte_filter_drops_private_sequences_it_cannot_handle():
+    assert for_pyte("a\x1b[?4mb\x1b[>1uc\x1b[<ud") == "abcd"
+    assert for_pyte("\x1b_Gi=1;payload\x1b\\text") == "text"
+    assert for_pyte("\x1b[?2004h") == "\x1b[?2004h"  # modes pyte understands stay
+
+
+def test_screen_survives_what_ink_tuis_emit_and_reads_the_title():
+    s = Screen(40, 5)
+    for chunk in [
+        b"\x1b]0;\xe2\x97\x87  Ready (ws)\x07",
+        b"\x1b[?4m\x1b[>1u",
+        b"\x1b_Gq\x1b\\",
+        b"hi \xe2",
+        b"\x9c\x93",
+    ]:
+        s.feed(chunk)
+    view = s.view()
+    assert view.title == "◇  Ready (ws)"
+    assert view.lines[0].rstrip() == "hi ✓"
+    assert view.bottom(1) == (view.lines[0],)
+
+
+def test_strip_all_leaves_plain_text():
+    assert strip_all("\x1b[1;32mok\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07") == "ok link"
+
+
+def test_line_cleaner_timestamps_nothing_but_cleans_and_collapses_spinners():
+    c = LineCleaner()
+    out = c.feed(b"hello\r", 0.0) + c.feed(b"\n\x1b[32mgreen\x1b[0m\r\n", 0.0)
+    for i in range(30):
+        out += c.feed(f"\r\u280b Thinking ({i}s)\x1b[K".encode(), 1.0 + i / 10)
+        out += c.feed(b"\x1b[1A\x1b[2K  > box line\n", 1.0 + i / 10)
+    out += c.feed(b"\ndone\n", 5.0) + c.flush(6.0)
+    assert out[:2] == ["hello", "green"]
+    assert sum("Thinking" in line for line in out) == 1
+    assert sum("box line" in line for line in out) == 1
+    assert out[-1] == "done"
+
+
+def test_redaction_masks_known_values_and_key_shapes():
+    r = Redactor(known_secrets({"GEMINI_API_KEY": "my-test-key-123", "PATH": "/usr/bin"}))
+    text = r("key my-test-key-123 Authorization: Bearer abcdefghijklmnop12 sk-ant-api03-aaaaaaaaaaaaaaaa")
+    assert "my-test-key" not in text and "abcdefghijklmnop12" not in text and "sk-ant" not in text
+    assert "Authorization: Bearer [REDACTED]" in text
+    assert r.exact("/usr/bin") == "/usr/bin"
