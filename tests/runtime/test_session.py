@@ -344,3 +344,25 @@ def test_two_supervisors_never_drive_one_session(workspace, fake_home):
     assert result.returncode == 5
     assert "being supervised by another waaah process" in result.stderr
     assert save_and_exit(child) == 0
+
+
+def test_spawn_size_comes_from_the_terminal(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    typed(child, "/size")
+    child.expect("SIZE=120x40")
+    assert save_and_exit(child) == 0
+
+
+def test_terminal_is_restored_after_every_exit(workspace, fake_home):
+    env = sim_env(fake_home)
+    script = f"stty -a; {WAAAH} agent --start=simulated; echo EXIT=$?; stty -a"
+    child = pexpect.spawn("bash", ["-c", script], cwd=str(workspace), env=env, dimensions=(40, 120))
+    child.delaybeforesend = None
+    child.expect("icanon")
+    retry_until(lambda: session_dirs(workspace) and delivered(workspace))
+    retry_until(lambda: sim_messages(workspace, state(workspace)["native_session_id"], role="model"))
+    typed(child, "/crash 2")
+    child.expect("EXIT=10")
+    child.expect(pexpect.EOF)
+    after = child.before.decode()
+    assert " icanon" in after and " echo" in after and "-icanon" not in after
