@@ -65,6 +65,21 @@ def agent(
         float,
         typer.Option("--stop-grace", help="Seconds the agent gets after SIGTERM before SIGKILL."),
     ] = 5.0,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="WAAAH server URL (else WAAAH_SERVER_URL, else the CLI's existing waaah entry; "
+            "asked on a terminal). Example: --server http://localhost:3456",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", help="WAAAH API key (else WAAAH_API_KEY). Never logged."),
+    ] = None,
+    no_mcp: Annotated[
+        bool, typer.Option("--no-mcp", help="Do not configure the waaah MCP server for the CLI.")
+    ] = False,
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -81,6 +96,9 @@ def agent(
         workspace=workspace,
         extra_args=[a for a in ctx.args if a != "--"],
         stop_grace=stop_grace,
+        server=server,
+        api_key=api_key,
+        no_mcp=no_mcp,
     )
     _exit(lambda: run_agent(options, environment(), default_console()))
 

@@ -109,7 +109,7 @@ def test_cast_is_lossless(workspace, fake_home):
     child.close()
     recorded = replay(Path(state(workspace)["cast_path"]))
     # Everything the agent wrote after we started collecting is in the record, byte for byte.
-    agent_part = bytes(chunks).split(b"simulated exited")[0]
+    agent_part = bytes(chunks).split(b"simulated exited")[0].rstrip(b"\r\n")
     assert agent_part and agent_part in recorded
 
 

@@ -54,6 +54,9 @@ class Adapter:
     extra_env: dict[str, str] = field(default_factory=dict)
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
+    # How this CLI is given the waaah MCP server: "gemini" (user settings), "claude"
+    # (a per-run --mcp-config file), or None (it has no MCP).
+    mcp: str | None = None
     simulated: bool = False
 
     def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:

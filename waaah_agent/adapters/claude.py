@@ -48,4 +48,5 @@ ADAPTER = Adapter(
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
     needs_login=_needs_login,
+    mcp="claude",
 )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.delivery import Delivery, Observation, Phase
 from waaah_agent.core.screen import Screen, ScreenView
+from waaah_agent.runtime.background import Mailbox
 from waaah_agent.runtime.child import AgentProcess, ExitStatus
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.store import SessionDir, SessionState
@@ -95,8 +96,10 @@ class Supervisor:
         stdin_fd: int,
         stdout_fd: int,
         notify: Callable[[str], None],
+        mailbox: Mailbox | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.mailbox = mailbox
         self.cfg = cfg
         self.child = child
         self.session = session
@@ -134,6 +137,8 @@ class Supervisor:
             sel.register(wake_r, selectors.EVENT_READ, self._on_signal)
             if self.cfg.interactive:
                 sel.register(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
+            if self.mailbox is not None:
+                sel.register(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
             self.timers.set("flush", self.clock() + FLUSH_EVERY)
             self._check_child()  # it may have died before the handlers were in place
             while self.outcome is None:
@@ -307,6 +312,23 @@ class Supervisor:
     def _timer_menu(self) -> None:
         if self.menu_open:
             self._close_menu("continue (no choice made)")
+
+    # -- background reports ----------------------------------------------------------------
+    def _on_mail(self, mask: int) -> None:
+        assert self.mailbox is not None
+        for message in self.mailbox.drain():
+            self.session.event(message.kind, **message.data)
+            if message.kind == "server":
+                url = message.data["url"]
+                if message.data["ok"]:
+                    text = f"WAAAH server at {url} is reachable again"
+                else:
+                    text = f"WAAAH server at {url}: {message.data['detail']}"
+                self.logs.notice(text)
+                if not self.cfg.interactive:
+                    self.notify(f"[waaah] {text}")
+            elif message.kind == "agent-status":
+                self.logs.notice(f"WAAAH server reports this agent {message.data['status'] or 'unknown'}")
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:

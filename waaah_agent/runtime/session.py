@@ -7,6 +7,7 @@ the loop, and writes down how it ended. Errors a user can act on are raised as
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -22,9 +23,12 @@ from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.delivery import Delivery
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.errors import AgentFailed, CliNotFound, LoginRequired, SessionNotFound, UsageError
+from waaah_agent.runtime import mcp_setup
+from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Outcome, Supervisor
+from waaah_agent.runtime.mcp_setup import McpPlan
 from waaah_agent.runtime.store import (
     CorruptSession,
     SessionDir,
@@ -45,6 +49,10 @@ class AgentOptions:
     workspace: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     stop_grace: float = 5.0
+    server: str | None = None
+    api_key: str | None = None
+    no_mcp: bool = False
+    server_check_every: float = 30.0
 
 
 @dataclass
@@ -67,9 +75,43 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     store = SessionStore(workspace / ".waaah" / "sessions")
     session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
     try:
-        return supervise(opts, adapter, binary, child_env, workflow, session, state, resumed, console)
+        plan = setup_mcp(opts, adapter, child_env, session, state, console)
+        return supervise(opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan)
     finally:
         session.unlock()
+
+
+def setup_mcp(
+    opts: AgentOptions,
+    adapter: Adapter,
+    env: dict[str, str],
+    session: SessionDir,
+    state: SessionState,
+    console: Console,
+) -> McpPlan:
+    """Point the CLI at the WAAAH server through our proxy, and check the server once."""
+    if adapter.mcp is None or opts.no_mcp:
+        return McpPlan(None, [], [], None)
+    existing = mcp_setup.existing_entry(adapter.mcp, env)
+    server = mcp_setup.choose_server(
+        opts.server, opts.api_key, env, existing, console.interactive, console.ask
+    )
+    state.server_url = server.url
+    per_run = {"WAAAH_AGENT_ID": state.agent_id, "WAAAH_INBOX": str(session.inbox)}
+    env.update(per_run)
+    if adapter.mcp == "gemini":
+        notes, args = mcp_setup.install_gemini(env, server, datetime.now()), []
+    else:
+        notes, args = [], mcp_setup.install_claude(session.path, server, per_run)
+    for note in notes:
+        console.say(note)
+        session.event("mcp-config", note=note)
+    health = mcp_setup.initial_health(server)
+    warning = mcp_setup.server_warning(server, health)
+    if warning:
+        console.say(warning)
+    session.event("server", url=server.url, source=server.source, ok=health.ok, detail=health.detail)
+    return McpPlan(server, args, notes, health.detail)
 
 
 def pick_adapter(name: str) -> Adapter:
@@ -89,7 +131,10 @@ def resolve_workspace(start: Path, console: Console) -> Path:
     console.say(
         f"warning: {start} is not in a git repository; git is recommended so the agent's work can be reviewed and undone"
     )
-    wants_git = console.interactive and console.ask("Run `git init` here? [y/N] ").strip().lower() in ("y", "yes")
+    wants_git = console.interactive and console.ask("Run `git init` here? [y/N] ").strip().lower() in (
+        "y",
+        "yes",
+    )
     if wants_git and git_init(start):
         console.say(f"initialised a git repository in {start}")
     return start
@@ -154,9 +199,16 @@ def open_session(
         workflow=workflow.name,
         workspace=str(workspace),
         native_session_id=str(uuid.uuid4()),
+        agent_id=agent_id_for(workflow.name, adapter.name, workspace),
         created=now_iso(),
     )
     return session, state, False
+
+
+def agent_id_for(workflow: str, agent: str, workspace: Path) -> str:
+    """Stable across restarts and resumes: the server renames an id re-registered too soon."""
+    digest = hashlib.sha1(str(workspace).encode()).hexdigest()[:6]
+    return f"{workflow}-{agent}-{digest}"
 
 
 def supervise(
@@ -169,10 +221,11 @@ def supervise(
     state: SessionState,
     resumed: bool,
     console: Console,
+    plan: McpPlan,
 ) -> int:
     workspace = Path(state.workspace)
     native_resume = resumed and adapter.transcript(env, workspace, state.native_session_id) is not None
-    argv = adapter.argv(binary, state.native_session_id, native_resume, opts.extra_args)
+    argv = adapter.argv(binary, state.native_session_id, native_resume, [*plan.extra_args, *opts.extra_args])
     env.update(WAAAH_SESSION_ID=state.id, WAAAH_INBOX=str(session.inbox))
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
     redactor = Redactor(known_secrets(env))
@@ -193,6 +246,14 @@ def supervise(
     cfg = LoopConfig(
         adapter=adapter, interactive=console.interactive, initial_prompt=first, stop_grace=opts.stop_grace
     )
+    mailbox = Mailbox()
+    watch = None
+    if plan.server is not None:
+        watch = ServerWatch(
+            mailbox, plan.server.url, plan.server.api_key, state.agent_id, opts.server_check_every
+        )
+        watch.last_health = plan.health
+        watch.start()
     sup = Supervisor(
         cfg,
         child,
@@ -202,17 +263,22 @@ def supervise(
         stdin_fd=sys.stdin.fileno(),
         stdout_fd=sys.stdout.fileno(),
         notify=console.say,
+        mailbox=mailbox,
     )
     try:
         if console.interactive:
             with raw_mode(sys.stdin.fileno()):
                 outcome = sup.run()
+            print("\r", flush=True)  # our own lines start on a fresh line below the agent's screen
         else:
             outcome = sup.run()
     finally:
         if child.alive():  # an exception escaped the loop: never leave the agent behind
             child.signal_group(9)
         child.close()
+        if watch is not None:
+            watch.stop()
+        mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
     return finish(outcome, adapter, state, session, opts, console)

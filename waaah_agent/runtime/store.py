@@ -37,6 +37,8 @@ class SessionState:
     workflow: str
     workspace: str
     native_session_id: str
+    agent_id: str = ""
+    server_url: str = ""
     argv: list[str] = field(default_factory=list)
     status: str = "starting"
     created: str = ""
