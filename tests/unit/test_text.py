@@ -13,7 +13,7 @@ def test_split_keeps_an_unfinished_escape_for_later():
 
 
 def test_pyte_filter_drops_private_sequences_it_cannot_handle():
-    assert for_pyte("a\x1b[?4mb\x1b[>1uc\x1b[<ud") == "abcd"
+    assert for_pyte("a\x1b[?4mb\x1b[>1uc\x1b[<ud\x1b[>4;?me") == "abcde"
     assert for_pyte("\x1b_Gi=1;payload\x1b\\text") == "text"
     assert for_pyte("\x1b[?2004h") == "\x1b[?2004h"  # modes pyte understands stay
 

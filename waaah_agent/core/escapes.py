@@ -14,10 +14,9 @@ ESC = "\x1b"
 # graphics, sixel) can be long, anything bigger than this is passed on as it is.
 MAX_PENDING = 8192
 
-# CSI with a private-parameter prefix that pyte 0.8.2 cannot handle: `CSI ? ... m`
-# raises TypeError and `CSI < u` / `CSI > 1 u` (kitty keyboard protocol) confuse it.
-# `CSI ? ... h/l` (private modes such as bracketed paste, alt screen) are fine for pyte.
-_PRIVATE_CSI = re.compile(r"\x1b\[[<>=?][0-9;:]*[ -/]*[@-gi-km-~]|\x1b\[[<>=][0-9;:]*[ -/]*[hl]")
+# Any CSI; the private ones are judged by `_pyte_safe`.
+_CSI = re.compile(r"\x1b\[([0-?]*)[ -/]*([@-~])")
+_PRIVATE = frozenset("<=>?")
 # String sequences whose payload pyte would otherwise print as text: DCS, SOS, PM, APC.
 _STRING_SEQ = re.compile(r"\x1b[P^_X].*?(?:\x1b\\|\x07)", re.DOTALL)
 # Everything a plain-text reader does not want (used by the text log).
@@ -50,7 +49,23 @@ def for_pyte(text: str) -> str:
     """Remove the sequences pyte mishandles; keep everything else for the screen model."""
     if ESC not in text:
         return text
-    return _PRIVATE_CSI.sub("", _STRING_SEQ.sub("", text))
+    return _CSI.sub(_pyte_safe, _STRING_SEQ.sub("", text))
+
+
+def _pyte_safe(match: re.Match[str]) -> str:
+    """Keep a CSI unless it is private in a way pyte 0.8.2 mishandles.
+
+    `CSI ? ... m` raises TypeError inside pyte, `CSI > 4;?m` (xterm modifyOtherKeys query,
+    sent by gemini 0.61) too, and `CSI < u` / `CSI > 1 u` (kitty keyboard protocol) confuse
+    it. `CSI ? n h/l` (private modes: bracketed paste, alternate screen) are fine.
+    """
+    params, final = match.group(1), match.group(2)
+    private = [c for c in params if c in _PRIVATE]
+    if not private:
+        return match.group(0)
+    if params.startswith("?") and private == ["?"] and final in "hl":
+        return match.group(0)
+    return ""
 
 
 def strip_all(text: str) -> str:

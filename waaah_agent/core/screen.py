@@ -42,11 +42,18 @@ class Screen:
         self._stream = pyte.Stream(self._screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
+        self.errors = 0  # pyte failures survived (each one reset the screen)
 
     def feed(self, data: bytes) -> None:
         text, self._pending = split_incomplete(self._pending + self._decoder.decode(data))
-        if text:
+        if not text:
+            return
+        try:
             self._stream.feed(for_pyte(text))
+        except Exception:  # noqa: BLE001 - a sequence pyte cannot parse must not stop supervision
+            # The screen is a model for detection only; start it afresh, TUIs redraw often.
+            self.errors += 1
+            self._screen.reset()
 
     def resize(self, cols: int, rows: int) -> None:
         self._screen.resize(rows, cols)
