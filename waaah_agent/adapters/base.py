@@ -43,6 +43,8 @@ class Adapter:
     binary: str
     install_hint: str
     rules: ScreenRules
+    # What a user runs to log in, after "<name> requires login. Run: ".
+    login_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).
     enter_delay: float = 0.5
     fresh_args: Callable[[str], list[str]] = field(default=lambda sid: [])

@@ -42,6 +42,7 @@ ADAPTER = Adapter(
     display_name="Claude Code",
     binary="claude",
     install_hint="npm install -g @anthropic-ai/claude-code",
+    login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
     enter_delay=0.3,
     fresh_args=lambda sid: ["--session-id", sid],
@@ -49,4 +50,6 @@ ADAPTER = Adapter(
     transcript=_transcript,
     needs_login=_needs_login,
     mcp="claude",
+    # wait_for_prompt long-polls for up to 300 s: give MCP tool calls room beyond that.
+    extra_env={"MCP_TOOL_TIMEOUT": "330000"},
 )

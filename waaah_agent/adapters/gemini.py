@@ -54,6 +54,7 @@ ADAPTER = Adapter(
     display_name="Gemini CLI",
     binary="gemini",
     install_hint="npm install -g @google/gemini-cli",
+    login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     rules=RULES,
     enter_delay=0.5,
     fresh_args=lambda sid: ["--session-id", sid],

@@ -243,8 +243,8 @@ class Supervisor:
             self.timers.set_min("screen", deadline)
 
     def _login_required(self) -> None:
-        name = self.cfg.adapter.name
-        self._stop("login", f"{name} requires login. Run: {name} (then choose a login method)")
+        adapter = self.cfg.adapter
+        self._stop("login", f"{adapter.name} requires login. Run: {adapter.login_hint or adapter.binary}")
 
     # -- user input ----------------------------------------------------------------------
     def _on_stdin(self, mask: int) -> None:

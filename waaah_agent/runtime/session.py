@@ -150,12 +150,13 @@ def find_binary(adapter: Adapter, env: Mapping[str, str]) -> str:
 
 
 def login_message(adapter: Adapter) -> str:
-    return f"{adapter.name} requires login. Run: {adapter.binary} (then choose a login method)"
+    return f"{adapter.name} requires login. Run: {adapter.login_hint or adapter.binary}"
 
 
 def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     child = dict(env)
-    child.update(adapter.extra_env)
+    for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
+        child.setdefault(key, value)
     child["TERM"] = "xterm-256color"
     return child
 
