@@ -42,7 +42,9 @@ RULES = ScreenRules(
     input_ready=re.compile(r"^\s*│?\s*>\s", re.MULTILINE),
     input_empty=re.compile(r"^\s*│?\s*>\s+Type your message", re.MULTILINE),
     # The placeholder stays visible while an MCP tool runs, so busy must win over it.
-    busy=re.compile(r"\(esc to cancel"),
+    # "Resuming session..." shows under a Ready title while --resume loads the history; an
+    # Enter typed then is lost.
+    busy=re.compile(r"\(esc to cancel|Resuming session\.\.\."),
     title_ready=re.compile(r"^◇"),
     title_busy=re.compile(r"^✦"),
     dialog=re.compile(r"Do you trust|Allow execution|Apply this change\?|Waiting for user confirmation"),

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Install the pinned real CLIs into <repo>/.cache/clis (never globally).
+# Usage: scripts/install_clis.sh [gemini|claude|all]   (default: all)
+# Idempotent: a CLI whose installed package.json already carries the pin is left alone.
+set -euo pipefail
+
+GEMINI_PKG="@google/gemini-cli"
+GEMINI_VERSION="0.61.0"
+CLAUDE_PKG="@anthropic-ai/claude-code"
+CLAUDE_VERSION="2.1.330"
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX="$REPO/.cache/clis"
+BIN="$PREFIX/node_modules/.bin"
+
+die() {
+    echo "install_clis: $*" >&2
+    exit 1
+}
+
+# Version recorded in an installed package's package.json, or nothing when absent.
+installed_version() {
+    local manifest="$PREFIX/node_modules/$1/package.json"
+    [[ -f "$manifest" ]] || return 0
+    node -e 'process.stdout.write(String(require(process.argv[1]).version || ""))' "$manifest"
+}
+
+# Install "<pkg>@<version>" unless that exact version is already there, then print one line.
+ensure() {
+    local name="$1" pkg="$2" version="$3"
+    if [[ "$(installed_version "$pkg")" == "$version" && -x "$BIN/$name" ]]; then
+        # Fast path: trust the manifest (running `gemini --version` alone costs ~2 s).
+        echo "$name $version (already installed: $BIN/$name)"
+        return
+    fi
+    mkdir -p "$PREFIX"
+    # --save-exact keeps the prefix's package.json on the pin, so a later plain
+    # `npm install` there cannot drift. Engines warnings are expected (claude asks for
+    # Node 22 but runs a bundled native executable).
+    npm install --prefix "$PREFIX" --no-audit --no-fund --save-exact --loglevel=error \
+        "$pkg@$version" >&2 || die "npm install $pkg@$version failed"
+    [[ -x "$BIN/$name" ]] || die "$name binary missing at $BIN/$name after install"
+    # Prove the fresh install actually runs on this machine's Node.
+    local reported
+    reported="$("$BIN/$name" --version 2>/dev/null | head -n 1)" ||
+        die "$name --version failed after install (run $BIN/$name --version to see why)"
+    [[ "$reported" == "$version"* ]] || die "$name reports '$reported', expected $version"
+    echo "$name $version (installed: $BIN/$name)"
+}
+
+main() {
+    local which="${1:-all}"
+    command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js >= 20 with npm first"
+    command -v node >/dev/null 2>&1 || die "node not found: install Node.js >= 20 first"
+    case "$which" in
+    gemini) ensure gemini "$GEMINI_PKG" "$GEMINI_VERSION" ;;
+    claude) ensure claude "$CLAUDE_PKG" "$CLAUDE_VERSION" ;;
+    all)
+        ensure gemini "$GEMINI_PKG" "$GEMINI_VERSION"
+        ensure claude "$CLAUDE_PKG" "$CLAUDE_VERSION"
+        ;;
+    *) die "unknown CLI '$which' (expected gemini, claude or all)" ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,45 @@
+"""The real CLIs, offline: a fake model API and a WAAAH server double on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.doubles.cli_homes import CLI_BIN_DIR, cli_bin
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def _timed(request: pytest.FixtureRequest) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    print(f"\n[e2e] {request.node.name}: {time.monotonic() - started:.1f}s")
+
+
+@pytest.fixture(params=["gemini", "claude"])
+def cli(request: pytest.FixtureRequest) -> str:
+    """Each e2e test runs against both real CLIs; a missing install is a failure, never a skip."""
+    cli_bin(request.param)  # raises with "run scripts/install_clis.sh" when absent
+    return str(request.param)
+
+
+def with_cli_path(env: dict[str, str]) -> dict[str, str]:
+    env["PATH"] = f"{CLI_BIN_DIR}:{env.get('PATH', '')}"
+    return env
+
+
+def workspace_for(tmp_path: Path) -> Path:
+    import subprocess
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    return ws.resolve()

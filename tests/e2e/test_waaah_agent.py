@@ -1,0 +1,163 @@
+"""`waaah agent` over the real gemini and claude CLIs, offline, exactly as a user starts it.
+
+The fake model API scripts the model's side (register, wait, end the turn); the WAAAH
+server double records what reaches it through our MCP proxy, which `waaah agent`
+configures itself (gemini: its user settings; claude: a per-run --mcp-config).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from tests.doubles.cli_homes import claude_env, gemini_env
+from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
+from tests.doubles.waaah_server import WaaahServer
+from tests.e2e.conftest import with_cli_path, workspace_for
+from tests.runtime.helpers import WAAAH, events, retry_until, state
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+MARKER = "stay in the loop"  # a phrase of the bundled waaah-orc workflow
+REGISTER_ARGS = {
+    "displayName": "waaah-orc",
+    "capabilities": ["general-purpose"],
+    "workspaceContext": {"type": "local", "repoId": "ws"},
+}
+
+
+def loop_script() -> list[Rule]:
+    """Workflow -> register_agent -> wait_for_prompt -> end the turn with a marker text."""
+    return [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
+        Rule(ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="register_agent"),
+        Rule(Text("LOOP-TURN-DONE"), tool_result="wait_for_prompt"),
+        Rule(Text("RESUMED-ANSWER"), marker="after the resume"),
+    ]
+
+
+def cli_env(
+    cli: str, home: Path, ws: Path, model_url: str, api_key: str | None = "default"
+) -> dict[str, str]:
+    kwargs: dict[str, Any] = {} if api_key == "default" else {"api_key": api_key}
+    if cli == "gemini":
+        env = gemini_env(home, model_url, **kwargs)
+    else:
+        env = claude_env(home, model_url, ws, **kwargs)
+    return with_cli_path(env)
+
+
+def spawn(ws: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
+    child = pexpect.spawn(WAAAH, ["agent", *args], cwd=str(ws), env=env, dimensions=(40, 120), timeout=90)
+    child.delaybeforesend = None
+    return child
+
+
+def save_and_exit(child: pexpect.spawn) -> int:
+    child.send("\x03")
+    child.expect("save and exit")
+    child.send("s")
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    return int(child.exitstatus)
+
+
+def resumed_with(argv: list[str]) -> str | None:
+    return argv[argv.index("--resume") + 1] if "--resume" in argv else None
+
+
+def states_since_start(ws: Path) -> list[str]:
+    """Screen states of the current run only (a resumed session's events.jsonl has the old run's too)."""
+    found: list[str] = []
+    for event in events(ws):
+        if event["event"] == "start":
+            found = []
+        elif event["event"] == "state":
+            found.append(event["state"])
+    return found
+
+
+def workflow_requests(model: FakeModel) -> list[dict[str, Any]]:
+    return [r for r in model.main_requests() if MARKER in r["last_user_text"]]
+
+
+def inbox_lines(ws: Path) -> list[dict[str, Any]]:
+    inbox = next((ws / ".waaah" / "sessions").glob("*/inbox.jsonl"), None)
+    return [json.loads(line) for line in inbox.read_text().splitlines()] if inbox else []
+
+
+def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
+    ws = workspace_for(tmp_path)
+    with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+        child.expect("LOOP-TURN-DONE")
+        register = server.wait_for_call("register_agent", timeout=30)
+        wait = server.wait_for_call("wait_for_prompt", timeout=30)
+        st = state(ws)
+        assert register.body["source"] == "CLI"
+        assert register.body["agentId"] == st["agent_id"]
+        assert wait.body["agentId"] == st["agent_id"]
+        # The workflow went to the model exactly once, with its full text.
+        time.sleep(1.0)
+        sent = workflow_requests(model)
+        assert len(sent) == 1, [r["last_user_text"][:80] for r in model.main_requests()]
+        assert "register_agent" in sent[0]["last_user_text"]
+        # Our proxy reported each call to the session inbox (the loop's strongest evidence).
+        tapped = [(e["event"], e["tool"]) for e in inbox_lines(ws)]
+        assert ("tool_start", "wait_for_prompt") in tapped and ("tool_end", "wait_for_prompt") in tapped
+        phases = [e["phase"] for e in events(ws) if e["event"] == "delivery"]
+        assert phases[-1] == "confirmed" and phases.count("pasted") == 1
+        assert save_and_exit(child) == 0
+        assert state(ws)["status"] == "stopped"
+
+
+def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
+    ws = workspace_for(tmp_path)
+    with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+        child.expect("LOOP-TURN-DONE")
+        native = state(ws)["native_session_id"]
+        assert save_and_exit(child) == 0
+
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}", "--resume")
+        retry_until(lambda: state(ws)["status"] == "running" and resumed_with(state(ws)["argv"]) == native)
+        # Resumed natively: the workflow is not typed again; the user carries on the conversation.
+        retry_until(lambda: "ready" in states_since_start(ws), 60)
+        time.sleep(1.0)
+        child.send("after the resume")
+        time.sleep(0.5)
+        child.send("\r")
+        if child.expect(["RESUMED-ANSWER", pexpect.TIMEOUT], timeout=15) == 1:
+            child.send("\r")  # as a person would when the first Enter went unnoticed
+            child.expect("RESUMED-ANSWER")
+        last = model.main_requests()[-1]
+        history = json.dumps(last["body"])
+        assert "LOOP-TURN-DONE" in history, "the resumed request carries the earlier conversation"
+        assert len(workflow_requests(model)) == 1
+        assert save_and_exit(child) == 0
+
+
+def test_no_key_in_a_fresh_home_says_how_to_log_in(cli, tmp_path):
+    ws = workspace_for(tmp_path)
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    with FakeModel([], default=Text("OK")) as model:
+        env = cli_env(cli, home, ws, model.url, api_key=None)
+        for path in (home / ".gemini" / "settings.json", home / ".claude.json"):
+            path.unlink(missing_ok=True)  # a truly fresh HOME
+        started = time.monotonic()
+        child = spawn(ws, env, f"--start={cli}", "--no-mcp")
+        child.expect(pexpect.EOF, timeout=30)
+        child.close()
+        output = child.before.decode()
+        assert child.exitstatus == 6
+        assert f"{cli} requires login. Run: {cli}" in output
+        assert time.monotonic() - started < 20
+        assert model.main_requests() == []  # nothing was started, nothing restarted
