@@ -31,7 +31,10 @@ class ScreenRules:
     title_busy: re.Pattern[str] | None = None
     dialog: re.Pattern[str] | None = None
     login: re.Pattern[str] | None = None
+    exited: re.Pattern[str] | None = None  # the CLI's goodbye (it is about to exit)
     region_rows: int = 12
+    # Dialogs and login screens are taller than the input box: search a bigger bottom region.
+    dialog_rows: int = 25
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,18 @@ class Adapter:
     def region(self, view: ScreenView) -> str:
         return "\n".join(view.bottom(self.rules.region_rows))
 
+    def dialog_region(self, view: ScreenView) -> str:
+        return "\n".join(view.bottom(self.rules.dialog_rows))
+
+    def shows_dialog(self, view: ScreenView) -> re.Match[str] | None:
+        return self.rules.dialog.search(self.dialog_region(view)) if self.rules.dialog else None
+
+    def shows_login(self, view: ScreenView) -> re.Match[str] | None:
+        return self.rules.login.search(self.dialog_region(view)) if self.rules.login else None
+
+    def shows_exit(self, view: ScreenView) -> re.Match[str] | None:
+        return self.rules.exited.search(self.dialog_region(view)) if self.rules.exited else None
+
     def is_busy(self, view: ScreenView) -> bool:
         rules = self.rules
         if rules.title_busy is not None and rules.title_busy.search(view.title):
@@ -78,10 +93,9 @@ class Adapter:
         """At the input prompt and not working (the input box may hold a draft)."""
         if self.is_busy(view):
             return False
-        region = self.region(view)
-        if self.rules.dialog is not None and self.rules.dialog.search(region):
+        if self.shows_dialog(view):
             return False
-        return bool(self.rules.input_ready.search(region))
+        return bool(self.rules.input_ready.search(self.region(view)))
 
     def input_is_empty(self, view: ScreenView) -> bool:
         return bool(self.rules.input_empty.search(self.region(view)))

@@ -33,8 +33,15 @@ RULES = ScreenRules(
     busy=re.compile(r"esc to interrupt"),
     title_ready=re.compile(r"^✳"),
     title_busy=re.compile(r"^[◐◑◒◓]"),
-    dialog=re.compile(r"Do you want to proceed\?|Do you trust the files|Yes, proceed"),
-    login=re.compile(r"Not logged in · (?:Please )?run /login", re.IGNORECASE),
+    dialog=re.compile(r"Do you want to proceed\?|Yes, I trust this folder|Enter to confirm · Esc to cancel"),
+    # `⎿` marks claude's own notices (the model's replies start with `●`), so a model that
+    # merely talks about logging in does not stop the session.
+    login=re.compile(r"⎿\s+Not logged in · Please run /login|^\s*Not logged in · run /login", re.MULTILINE),
+    exited=re.compile(r"^Resume this session with:", re.MULTILINE),
+    # claude prints its notices under the prompt they answer, near the top of a short
+    # conversation: dialogs and login are looked for on the whole visible screen (never
+    # the scrollback), anchored on claude's own markers.
+    dialog_rows=200,
 )
 
 ADAPTER = Adapter(

@@ -47,8 +47,11 @@ RULES = ScreenRules(
     busy=re.compile(r"\(esc to cancel|Resuming session\.\.\."),
     title_ready=re.compile(r"^◇"),
     title_busy=re.compile(r"^✦"),
-    dialog=re.compile(r"Do you trust|Allow execution|Apply this change\?|Waiting for user confirmation"),
-    login=re.compile(r"How would you like to authenticate|Enter Gemini API Key"),
+    dialog=re.compile(
+        r"Do you trust the files in this folder\?|Allow execution|Apply this change\?|Waiting for user confirmation"
+    ),
+    login=re.compile(r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key"),
+    exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
 )
 
 ADAPTER = Adapter(

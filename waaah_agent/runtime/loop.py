@@ -414,13 +414,13 @@ class Supervisor:
 
 def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
     """The agent's state as far as the screen shows it, with the evidence."""
-    region = adapter.region(view)
-    rules = adapter.rules
-    if rules.login is not None and (m := rules.login.search(region)):
+    if m := adapter.shows_login(view):
         return "login", f"screen: {m.group(0)!r}"
+    if m := adapter.shows_exit(view):
+        return "exiting", f"screen: {m.group(0)!r}"
     if adapter.is_busy(view):
         return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
-    if rules.dialog is not None and (m := rules.dialog.search(region)):
+    if m := adapter.shows_dialog(view):
         return "dialog", f"screen: {m.group(0)!r}"
     if adapter.is_ready(view):
         return "ready", f"screen: input prompt (title {view.title!r})"

@@ -1,0 +1,63 @@
+"""The detector on screens recorded from the real CLIs (scripts/record_screens.py re-records them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from waaah_agent import adapters
+from waaah_agent.core.screen import Screen
+from waaah_agent.runtime.loop import classify
+
+SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens"
+
+# state recorded -> (what the detector must say, is the input box empty)
+EXPECTED = {
+    "idle": ("ready", True),
+    "draft": ("ready", False),
+    "busy": ("busy", None),
+    "tool": ("busy", None),  # an MCP call (wait_for_prompt) running: never type into it
+    "reply": ("ready", True),
+    "dialog": ("dialog", None),
+    "trust": ("dialog", None),
+    "login": ("login", None),
+    "exit": ("exiting", None),
+}
+
+CASES = [
+    (folder.name, fixture.stem)
+    for folder in sorted(SCREENS.iterdir())
+    for fixture in sorted(folder.glob("*.bin"))
+]
+
+
+def test_every_recorded_cli_has_the_core_states():
+    for cli in ("gemini", "claude"):
+        recorded = {stem for folder, stem in CASES if folder.startswith(cli)}
+        assert {"idle", "draft", "busy", "tool", "reply", "dialog", "login", "exit"} <= recorded, cli
+
+
+@pytest.mark.parametrize(("folder", "state"), CASES)
+def test_recorded_screen_is_classified(folder, state):
+    adapter = adapters.registry()[folder.split("-")[0]]
+    screen = Screen(120, 40)
+    screen.feed((SCREENS / folder / f"{state}.bin").read_bytes())
+    view = screen.view()
+    label, evidence = classify(adapter, view)
+    want, empty = EXPECTED[state]
+    assert label == want, evidence
+    if empty is not None:
+        assert adapter.input_is_empty(view) is empty
+    assert screen.errors == 0
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in SCREENS.iterdir()))
+def test_screens_fed_in_small_chunks_give_the_same_answer(folder):
+    """Reads split escape sequences and UTF-8 characters anywhere; the model must not care."""
+    adapter = adapters.registry()[folder.split("-")[0]]
+    raw = (SCREENS / folder / "busy.bin").read_bytes()
+    screen = Screen(120, 40)
+    for i in range(0, len(raw), 7):
+        screen.feed(raw[i : i + 7])
+    assert classify(adapter, screen.view())[0] == "busy"
