@@ -9,18 +9,27 @@ It speaks both wire formats the pinned CLIs use:
 
 The reply is chosen from the request alone, by the first matching :class:`Rule`:
 
-* a ``marker`` rule matches when its marker word occurs in the last real user text (claude's
-  ``<system-reminder>`` blocks and ``role: system`` messages are skipped);
-* a ``tool_result`` rule matches when the last part of the conversation is the result of that tool.
+* a ``tool_result`` rule matches when the request ends with the result of that tool (rules of this
+  kind are tried first on such requests);
+* a ``marker`` rule matches when its marker occurs in the request's ``prompt_text``: the last text
+  the user typed, looking back past tool calls (claude's ``<system-reminder>`` blocks, gemini's
+  ``<session_context>`` and ``role: system`` messages are skipped). A list reply is consumed one
+  step per matching request, so one marker can script a whole turn.
 
 Requests that are not the main agent turn (no tools declared, or a JSON-schema answer requested:
 titles, next-speaker checks, quota probes) never consume a rule; they get a short harmless text or a
 minimal object satisfying the schema.
 
+Each request is kept in ``FakeModel.requests`` (and appended to ``log_path`` as a JSON line) with:
+``api`` (gemini|anthropic), ``kind`` (main|side|count_tokens|other), ``method``, ``path``, ``body``,
+``last_user_text`` (typed text of the final message, "" when it only carries a tool result),
+``prompt_text``, ``has_tool_result``, ``tool_result_name`` (wire name), ``tool_result_text``,
+``reply`` and ``timestamp``.
+
 Example::
 
     rules = [
-        Rule(marker="LOOP", reply=[ToolCall("wait_for_prompt", {"agentId": "a1"}), Text("Done.")]),
+        Rule([ToolCall("wait_for_prompt", {"agentId": "a1"}), Text("Done.")], marker="LOOP"),
     ]
     with FakeModel(rules) as fake:
         env = gemini_env(home, fake.url)  # see tests/doubles/cli_homes.py
@@ -37,7 +46,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -545,7 +554,9 @@ class FakeModel:
         with self._lock:
             return [r for r in self.requests if r["kind"] == "main"]
 
-    def wait_for_request(self, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for_request(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+    ) -> dict[str, Any]:
         """Block until a recorded request satisfies ``predicate``; returns it or raises TimeoutError."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

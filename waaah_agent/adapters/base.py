@@ -32,6 +32,7 @@ class ScreenRules:
     dialog: re.Pattern[str] | None = None
     login: re.Pattern[str] | None = None
     exited: re.Pattern[str] | None = None  # the CLI's goodbye (it is about to exit)
+    limit: re.Pattern[str] | None = None  # a usage-limit banner or dialog
     region_rows: int = 12
     # Dialogs and login screens are taller than the input box: search a bigger bottom region.
     dialog_rows: int = 25
@@ -79,6 +80,9 @@ class Adapter:
 
     def shows_login(self, view: ScreenView) -> re.Match[str] | None:
         return self.rules.login.search(self.dialog_region(view)) if self.rules.login else None
+
+    def shows_limit(self, view: ScreenView) -> re.Match[str] | None:
+        return self.rules.limit.search(self.dialog_region(view)) if self.rules.limit else None
 
     def shows_exit(self, view: ScreenView) -> re.Match[str] | None:
         return self.rules.exited.search(self.dialog_region(view)) if self.rules.exited else None

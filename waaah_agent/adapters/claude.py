@@ -38,6 +38,8 @@ RULES = ScreenRules(
     # merely talks about logging in does not stop the session.
     login=re.compile(r"⎿\s+Not logged in · Please run /login|^\s*Not logged in · run /login", re.MULTILINE),
     exited=re.compile(r"^Resume this session with:", re.MULTILINE),
+    # The banners users report: "5-hour limit reached ∙ resets 3am", "You've hit your limit · resets 3pm".
+    limit=re.compile(r"(?:limit reached|hit your limit)\s*[·∙]\s*resets [^\n]*"),
     # claude prints its notices under the prompt they answer, near the top of a short
     # conversation: dialogs and login are looked for on the whole visible screen (never
     # the scrollback), anchored on claude's own markers.

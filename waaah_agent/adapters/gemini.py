@@ -51,6 +51,7 @@ RULES = ScreenRules(
         r"Do you trust the files in this folder\?|Allow execution|Apply this change\?|Waiting for user confirmation"
     ),
     login=re.compile(r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key"),
+    limit=re.compile(r"│\s+Usage limit reached for [^│\n]*|│\s+You have exhausted your [^│\n]*quota"),
     exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
 )
 

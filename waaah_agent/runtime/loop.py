@@ -418,6 +418,8 @@ def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
         return "login", f"screen: {m.group(0)!r}"
     if m := adapter.shows_exit(view):
         return "exiting", f"screen: {m.group(0)!r}"
+    if m := adapter.shows_limit(view):  # gemini's limit dialog sits under a "Working…" title
+        return "limited", f"screen: {m.group(0)!r}"
     if adapter.is_busy(view):
         return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
     if m := adapter.shows_dialog(view):

@@ -1,0 +1,384 @@
+"""Re-record the real CLI screens used as detector fixtures, from the pinned versions.
+
+    .venv/bin/python scripts/record_screens.py [gemini|claude]   (default: both)
+
+For each CLI it starts the fake model API (tests/doubles/fake_model.py), runs the installed CLI
+in a 120x40 PTY (TERM=xterm-256color) with a throwaway HOME, drives it into each state and saves
+the raw PTY bytes read so far at that moment to
+``tests/fixtures/screens/<cli>-<version>/<state>.bin``, plus ``meta.json`` describing how each
+state was reached. The bytes include the window title (OSC 0) the CLI set.
+
+States: idle, draft, busy, reply, tool, exit, dialog, login, limit (a final usage-limit error)
+and, for claude, trust. Each group of states comes from its own short session (fresh start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a plain script from the repository root
+
+from tests.doubles.cli_homes import (  # noqa: E402
+    ENTER_GAP,
+    CliPty,
+    Rendered,
+    claude_env,
+    claude_idle,
+    cli_bin,
+    cli_version,
+    gemini_env,
+    gemini_idle,
+    slow_mcp_server,
+)
+from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, ToolCall  # noqa: E402
+
+ROWS, COLS = 40, 120
+FIXTURES = REPO / "tests" / "fixtures" / "screens"
+BUSY_SECONDS = 5.0
+TOOL_SECONDS = 3.0
+
+#: How long after the state first shows to take the snapshot (the spinner has drawn a few frames).
+BUSY_SNAPSHOT_AFTER = 0.3
+TOOL_SNAPSHOT_AFTER = 0.3
+
+DRAFT = "BUSY-MARKER please summarise the plan"
+BUSY_REPLY = "Here is the summary you asked for."
+REPLY_PROMPT = "REPLY-MARKER say hello"
+QUICK_REPLY = "Hello from the fake model."
+TOOL_PROMPT = "TOOL-MARKER wait for the next task"
+TOOL_REPLY = "Back from wait_for_prompt."
+
+Check = Callable[[Rendered], bool]
+JsonEdit = Callable[[dict[str, Any]], None]
+
+
+def model_rules() -> list[Rule]:
+    """Scripted replies: a slow and a quick text answer, a final 429, one wait_for_prompt round trip."""
+    return [
+        Rule(marker="BUSY-MARKER", reply=Text(BUSY_REPLY, delay=BUSY_SECONDS)),
+        Rule(marker="REPLY-MARKER", reply=Text(QUICK_REPLY)),
+        Rule(marker="LIMIT-MARKER", reply=HttpError(429, retryable=False)),
+        Rule(
+            marker="TOOL-MARKER",
+            reply=[ToolCall("wait_for_prompt", {"agentId": "recorder", "timeout": 290}), Text(TOOL_REPLY)],
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Per-CLI knowledge
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Profile:
+    """How to recognise one CLI's states on screen and how to leave it."""
+
+    name: str
+    idle: Check
+    busy: Check
+    tool: Check
+    quit_command: str
+    idle_how: str
+    busy_how: str
+    tool_how: str
+
+
+PROFILES = {
+    "gemini": Profile(
+        name="gemini",
+        idle=gemini_idle,
+        busy=lambda s: "esc to cancel" in s.text,
+        tool=lambda s: "wait_for_prompt (waaah MCP Server)" in s.text and "esc to cancel" in s.text,
+        quit_command="/quit",
+        idle_how="title '◇  Ready (...)' and 'Type your message' placeholder",
+        busy_how="'esc to cancel' spinner line; title '✦  Working… (...)'",
+        tool_how="'⊷  wait_for_prompt (waaah MCP Server)' box plus spinner",
+    ),
+    "claude": Profile(
+        name="claude",
+        idle=claude_idle,
+        busy=lambda s: "esc to interrupt" in s.text,
+        tool=lambda s: "Calling waaah" in s.text and "esc to interrupt" in s.text,
+        quit_command="/exit",
+        idle_how="title '✳ Claude Code', '❯' prompt between rules, no 'esc to interrupt'",
+        busy_how="'esc to interrupt' in the footer, spinner line; title '◐/◑ Claude Code'",
+        tool_how="'Calling waaah…' plus 'esc to interrupt'",
+    ),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Recording
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """Collects state snapshots of one CLI into its fixture directory."""
+
+    cli: str
+    out: Path
+    version: str
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def save(self, state: str, pty: CliPty, how: str) -> None:
+        """Write the bytes read so far as ``<state>.bin`` and note how the state was reached."""
+        data = bytes(pty.raw)
+        (self.out / f"{state}.bin").write_bytes(data)
+        screen = pty.screen()
+        self.states[state] = {"file": f"{state}.bin", "bytes": len(data), "title": screen.title, "how": how}
+        print(f"  {state:7s} {len(data):7d} bytes  title={screen.title!r}")
+
+    def write_meta(self) -> None:
+        """meta.json: version, terminal size and every state's description."""
+        meta = {
+            "cli": self.cli,
+            "version": self.version,
+            "rows": ROWS,
+            "cols": COLS,
+            "term": "xterm-256color",
+            "colorterm": "truecolor",
+            "recorded_by": "scripts/record_screens.py",
+            "enter_gap_seconds": ENTER_GAP,
+            "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
+            "states": self.states,
+        }
+        (self.out / "meta.json").write_text(
+            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+
+
+#: What each CLI shows once a usage-limit error is final (see HttpError.retryable).
+LIMIT_SIGNS: dict[str, tuple[str, str]] = {
+    "gemini": (
+        "Usage limit reached",
+        "'Usage limit reached for all Pro models.' dialog (Keep trying / Stop)",
+    ),
+    "claude": ("Request rejected (429)", "'API Error: Request rejected (429) · ...rate limit.', idle again"),
+}
+
+
+def record_limit(rec: Recorder, profile: Profile) -> None:
+    """limit: the model API answers 429 with a non-retryable usage-limit error."""
+    sign, how = LIMIT_SIGNS[rec.cli]
+    with session(rec.cli) as (pty, _):
+        start_idle(pty, profile)
+        pty.paste("LIMIT-MARKER hello")
+        pty.enter()
+        pty.wait(lambda s: sign in s.text, "usage-limit message")
+        pty.settle()
+        rec.save("limit", pty, f"fake model answers 429 (HttpError retryable=False); {how}")
+
+
+def _edit_json(path: Path, edit: JsonEdit) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+@contextmanager
+def session(
+    cli: str,
+    extra_args: tuple[str, ...] = (),
+    *,
+    settings_edit: JsonEdit | None = None,
+    state_edit: JsonEdit | None = None,
+    **env_kwargs: Any,
+) -> Iterator[tuple[CliPty, Path]]:
+    """A fresh fake model, temp HOME and git workspace, and the CLI running in a PTY.
+
+    ``env_kwargs`` go to gemini_env/claude_env (``mcp_servers``, ``api_key``); ``settings_edit``
+    changes the written settings.json and ``state_edit`` claude's ~/.claude.json before the start.
+    Yields the Pty and the temp root; everything is stopped and removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="waaah-rec-"))
+    try:
+        ws = root / "ws"
+        ws.mkdir()
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        with FakeModel(model_rules()) as fake:
+            if cli == "gemini":
+                env = gemini_env(root / "home", fake.url, **env_kwargs)
+            else:
+                env = claude_env(root / "home", fake.url, ws, **env_kwargs)
+            settings = root / "home" / (".gemini" if cli == "gemini" else ".claude") / "settings.json"
+            if settings_edit is not None:
+                _edit_json(settings, settings_edit)
+            if state_edit is not None:
+                _edit_json(root / "home" / ".claude.json", state_edit)
+            pty = CliPty([str(cli_bin(cli)), *extra_args], env, ws)
+            try:
+                yield pty, root
+            finally:
+                pty.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def start_idle(pty: CliPty, profile: Profile) -> float:
+    """Wait for the idle screen and let the start-up output finish; returns seconds to idle."""
+    took = pty.wait(profile.idle, "idle")
+    pty.settle()
+    return took
+
+
+def record_main_states(rec: Recorder, profile: Profile) -> None:
+    """idle, draft, busy / reply, exit / tool, each group from a fresh start.
+
+    Every fixture holds all bytes since start-up, and gemini redraws its whole bottom area on
+    each spinner frame (~40 KB/s while busy), so short sessions keep the fixtures small."""
+    with session(rec.cli) as (pty, _):
+        rec.timings["start_to_idle"] = start_idle(pty, profile)
+        rec.save("idle", pty, f"fresh start with the offline HOME; {profile.idle_how}")
+        pty.paste(DRAFT)
+        pty.wait(lambda s: "BUSY-MARKER" in s.text, "draft text")
+        pty.settle()
+        rec.save("draft", pty, f"bracketed paste {DRAFT!r}, not submitted")
+        pty.enter()
+        submitted = time.monotonic()
+        pty.wait(profile.busy, "busy")
+        rec.timings["enter_to_busy"] = time.monotonic() - submitted
+        pty.pump(BUSY_SNAPSHOT_AFTER)
+        rec.save(
+            "busy", pty, f"Enter; the fake model holds its reply {BUSY_SECONDS:.0f} s; {profile.busy_how}"
+        )
+
+    with session(rec.cli) as (pty, _):
+        start_idle(pty, profile)
+        pty.paste(REPLY_PROMPT)
+        pty.enter()
+        pty.wait(lambda s: QUICK_REPLY in s.text and profile.idle(s), "reply")
+        pty.settle()
+        rec.save("reply", pty, f"prompt {REPLY_PROMPT!r}; idle again after the text reply {QUICK_REPLY!r}")
+        pty.keys(profile.quit_command)
+        pty.enter()
+        pty.wait_exit()
+        rec.save("exit", pty, f"after the reply: typed {profile.quit_command}, Enter; the CLI exited")
+
+    with session(rec.cli, mcp_servers={"waaah": slow_mcp_server(TOOL_SECONDS)}) as (pty, _):
+        start_idle(pty, profile)
+        pty.paste(TOOL_PROMPT)
+        pty.enter()
+        pty.wait(profile.tool, "tool call")
+        pty.pump(TOOL_SNAPSHOT_AFTER)
+        rec.save(
+            "tool",
+            pty,
+            f"model called wait_for_prompt (slow_mcp sleeps {TOOL_SECONDS:.0f} s); {profile.tool_how}",
+        )
+        # Let the call finish so the CLI shuts its MCP server down itself.
+        pty.wait(lambda s: TOOL_REPLY in s.text and profile.idle(s), "reply after tool", timeout=30)
+
+
+def record_gemini_extras(rec: Recorder) -> None:
+    """dialog: the folder trust dialog; login: the auth-method choice with no key."""
+
+    def trust_on(settings: dict[str, Any]) -> None:
+        settings["security"]["folderTrust"]["enabled"] = True
+
+    def no_auth(settings: dict[str, Any]) -> None:
+        del settings["security"]["auth"]
+
+    with session("gemini", settings_edit=trust_on) as (pty, _):
+        pty.wait(lambda s: "Do you trust the files in this folder?" in s.text, "trust dialog")
+        pty.settle()
+        rec.save("dialog", pty, "security.folderTrust.enabled=true, untrusted workspace: folder trust dialog")
+
+    with session("gemini", api_key=None, settings_edit=no_auth) as (pty, _):
+        pty.wait(lambda s: "How would you like to authenticate" in s.text, "auth dialog")
+        pty.settle()
+        rec.save(
+            "login", pty, "no API key and no security.auth.selectedType: 'Get started' auth-method dialog"
+        )
+
+
+def record_claude_extras(rec: Recorder) -> None:
+    """dialog: an MCP permission prompt; trust: the folder trust dialog; login: no key."""
+
+    def no_allow_rules(settings: dict[str, Any]) -> None:
+        settings.pop("permissions", None)
+
+    def untrusted(state: dict[str, Any]) -> None:
+        state["projects"] = {}
+
+    mcp = {"waaah": slow_mcp_server(1)}
+    # Manual permission mode and no allow rule, so the tool call asks first. (In the default
+    # auto mode claude first says its server-side safety check is unreachable.)
+    with session(
+        "claude", ("--permission-mode", "default"), mcp_servers=mcp, settings_edit=no_allow_rules
+    ) as (pty, _):
+        start_idle(pty, PROFILES["claude"])
+        pty.paste(TOOL_PROMPT)
+        pty.enter()
+        pty.wait(lambda s: "Do you want to proceed?" in s.text, "permission dialog")
+        pty.settle()
+        rec.save(
+            "dialog",
+            pty,
+            "--permission-mode default, no allow rule; model calls wait_for_prompt: permission dialog",
+        )
+
+    with session("claude", state_edit=untrusted) as (pty, _):
+        pty.wait(lambda s: "Yes, I trust this folder" in s.text, "trust dialog")
+        pty.settle()
+        rec.save("trust", pty, "workspace not marked trusted in ~/.claude.json: folder trust dialog")
+
+    with session("claude", api_key=None) as (pty, _):
+        start_idle(pty, PROFILES["claude"])
+        pty.paste("hello")
+        pty.enter()
+        pty.wait(lambda s: "Not logged in" in s.text, "not logged in")
+        pty.settle()
+        rec.save(
+            "login",
+            pty,
+            "no API key (onboarding done): sent 'hello', got 'Not logged in · Please run /login'",
+        )
+
+
+def record(cli: str) -> Path:
+    """Record every state of ``cli`` into a fresh fixture directory; returns it."""
+    version = cli_version(cli)
+    out = FIXTURES / f"{cli}-{version}"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    rec = Recorder(cli, out, version)
+    print(f"{cli} {version} -> {out.relative_to(REPO)}")
+    record_main_states(rec, PROFILES[cli])
+    record_limit(rec, PROFILES[cli])
+    if cli == "gemini":
+        record_gemini_extras(rec)
+    else:
+        record_claude_extras(rec)
+    rec.write_meta()
+    total = sum(s["bytes"] for s in rec.states.values())
+    print(f"  total {total} bytes; start-up to idle {rec.timings['start_to_idle']:.2f} s")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: record the named CLI, or both."""
+    parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
+    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    args = parser.parse_args(argv)
+    for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
+        record(cli)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
