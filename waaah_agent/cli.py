@@ -99,8 +99,49 @@ def agent(
         server=server,
         api_key=api_key,
         no_mcp=no_mcp,
+        server_check_every=float(os.environ.get("WAAAH_SERVER_CHECK_SECONDS") or 30),
     )
     _exit(lambda: run_agent(options, environment(), default_console()))
+
+
+@app.command()
+def doctor(
+    agent: Annotated[
+        list[str] | None,
+        typer.Option("--agent", help="Check only this CLI (repeatable). Example: --agent gemini"),
+    ] = None,
+    workflow: Annotated[str, typer.Option("--as", help="The workflow to look for.")] = "waaah-orc",
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Default: the current directory.")
+    ] = None,
+    server: Annotated[str | None, typer.Option("--server", help="WAAAH server URL to check.")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="WAAAH API key to try.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check the set-up: CLIs and versions, login, MCP entry, server and key, git, workflow, .waaah/.
+
+    Exit code 1 when any check fails. Example: waaah doctor --agent gemini --server http://localhost:3456
+    """
+    import json
+
+    from waaah_agent.runtime import doctor as doc
+
+    for name in agent or []:
+        if name not in adapters.registry():
+            print(
+                f"waaah: unknown agent '{name}'; choose one of: {', '.join(adapters.names())}",
+                file=sys.stderr,
+            )
+            raise typer.Exit(2)
+    checks = doc.run_checks(
+        doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
+    )
+    if as_json:
+        print(json.dumps([c.to_json() for c in checks], indent=2))
+    else:
+        for check in checks:
+            print(check.line())
+    raise typer.Exit(doc.exit_code(checks))
 
 
 @app.command("mcp-proxy")

@@ -4,7 +4,7 @@ It behaves like the real CLIs where a supervisor cares: a banner, an input box t
 echoes typed text and takes bracketed pastes (Enter in the same write as a paste is a
 newline, as in gemini), a spinner and window title while "working", `/quit` with a
 resume hint, `/crash N`, Esc to cancel, double Ctrl+C to exit, and a report of the window
-size on every SIGWINCH. Knobs (environment): SIM_BUSY_SECONDS (default 1.5),
+size on every SIGWINCH, and `/flood N` (N lines at once). Knobs (environment): SIM_BUSY_SECONDS (default 1.5),
 SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HANG=1
 (stay busy forever once a prompt arrives), SIM_TRANSCRIPT_DIR.
 """
@@ -127,6 +127,13 @@ class Sim:
             return 0
         if text.startswith("/crash"):
             return int(text.split()[1]) if len(text.split()) > 1 else 1
+        if text.startswith("/flood"):  # a burst of output, e.g. a long build log
+            count = int(text.split()[1]) if len(text.split()) > 1 else 1000
+            for i in range(count):
+                sys.stdout.write(f"flood line {i:06d} " + "x" * 80 + "\r\n")
+            sys.stdout.write("FLOOD DONE\r\n")
+            sys.stdout.flush()
+            return None
         if text == "/size":
             cols, rows = shutil.get_terminal_size((0, 0))
             self.history.append(f"SIZE={cols}x{rows}")

@@ -43,7 +43,19 @@ ENTER_GAP = 0.5
 
 # Variables from the caller's environment that would send a CLI elsewhere or change its
 # auth path; the throwaway env must not inherit them.
-_SCRUB_PREFIXES = ("GEMINI_", "GOOGLE_", "ANTHROPIC_", "CLAUDE_", "CLAUDECODE", "VERTEX", "CLOUD_ML", "OTEL_")
+_SCRUB_PREFIXES = (
+    "GEMINI_",
+    "GOOGLE_",
+    "ANTHROPIC_",
+    "CLAUDE_",
+    "CLAUDECODE",
+    "VERTEX",
+    "CLOUD_ML",
+    "OTEL_",
+    "CI_",
+)
+# gemini treats any of these as "running in CI" and refuses to be interactive (CI runs set CI=true).
+_CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "RUN_ID")
 
 
 #: npm package of each pinned CLI (its package.json holds the installed version).
@@ -106,7 +118,7 @@ def _group_alive(pgid: int) -> bool:
 
 def base_env(home: Path) -> dict[str, str]:
     """The current environment minus model/CLI settings, with HOME moved to ``home``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES) and k not in _CI_MARKERS}
     env.update(
         HOME=str(home),
         TERM="xterm-256color",
@@ -125,7 +137,7 @@ def base_env(home: Path) -> dict[str, str]:
 
 def slow_mcp_server(seconds: float = 3.0, log: Path | None = None) -> dict[str, Any]:
     """A neutral MCP server entry (command/args/env) running tests/doubles/slow_mcp.py."""
-    env = {"SLOW_MCP_SECONDS": str(seconds), "PYTHONPATH": str(REPO)}
+    env = {"SLOW_MCP_SECONDS": str(seconds)}
     if log is not None:
         env["SLOW_MCP_LOG"] = str(log)
     return {"command": sys.executable, "args": [str(REPO / "tests" / "doubles" / "slow_mcp.py")], "env": env}

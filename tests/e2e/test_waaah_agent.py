@@ -19,7 +19,7 @@ from tests.doubles.cli_homes import claude_env, gemini_env
 from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
-from tests.runtime.helpers import WAAAH, events, retry_until, state
+from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state, state_or_none
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -97,8 +97,9 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         env = cli_env(cli, tmp_path / "home", ws, model.url)
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
         child.expect("LOOP-TURN-DONE")
-        register = server.wait_for_call("register_agent", timeout=30)
-        wait = server.wait_for_call("wait_for_prompt", timeout=30)
+        pump_until(child, lambda: server.tool_calls("wait_for_prompt"))
+        register = server.wait_for_call("register_agent")
+        wait = server.wait_for_call("wait_for_prompt")
         st = state(ws)
         assert register.body["source"] == "CLI"
         assert register.body["agentId"] == st["agent_id"]
@@ -127,10 +128,12 @@ def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
         assert save_and_exit(child) == 0
 
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}", "--resume")
-        retry_until(lambda: state(ws)["status"] == "running" and resumed_with(state(ws)["argv"]) == native)
+        pump_until(
+            child, lambda: state(ws)["status"] == "running" and resumed_with(state(ws)["argv"]) == native
+        )
         # Resumed natively: the workflow is not typed again; the user carries on the conversation.
-        retry_until(lambda: "ready" in states_since_start(ws), 60)
-        time.sleep(1.0)
+        pump_until(child, lambda: "ready" in states_since_start(ws), 60)
+        pump_for(child, 1.0)
         child.send("after the resume")
         time.sleep(0.5)
         child.send("\r")
@@ -161,3 +164,48 @@ def test_no_key_in_a_fresh_home_says_how_to_log_in(cli, tmp_path):
         assert f"{cli} requires login. Run: {cli}" in output
         assert time.monotonic() - started < 20
         assert model.main_requests() == []  # nothing was started, nothing restarted
+
+
+def test_evict_shutdown_ends_the_session_cleanly(cli, tmp_path):
+    ws = workspace_for(tmp_path)
+    rules = [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
+        Rule(ToolCall("wait_for_prompt", {"timeout": 60}), tool_result="register_agent"),
+        Rule(Text("EVICTED-BYE"), tool_result="wait_for_prompt"),
+    ]
+    with FakeModel(rules, default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+        pump_until(
+            child, lambda: (st := state_or_none(ws)) and server.agent_status(st["agent_id"]) == "WAITING", 60
+        )
+        server.evict(state(ws)["agent_id"], "SHUTDOWN", reason="end of the night")
+        child.expect("evicted this agent \\(SHUTDOWN\\)")
+        child.expect(pexpect.EOF, timeout=30)
+        child.close()
+        assert child.exitstatus == 0
+        st = state(ws)
+        assert st["status"] == "evicted"
+        ends = [e for e in events(ws) if e["event"] == "mcp-tool_end" and e.get("outcome") == "evict"]
+        assert ends and ends[0]["evict_action"] == "SHUTDOWN"
+
+
+def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
+    import socket
+
+    ws = workspace_for(tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with FakeModel([Rule(Text("WORKING-WITHOUT-SERVER"), marker=MARKER)], default=Text("OK")) as model:
+        env = cli_env("gemini", tmp_path / "home", ws, model.url)
+        env["WAAAH_SERVER_CHECK_SECONDS"] = "1"
+        child = spawn(ws, env, "--start=gemini", f"--server={url}")
+        child.expect(f"Cannot connect to WAAAH server at {url}. Agent will run without MCP.")
+        child.expect("WORKING-WITHOUT-SERVER")
+        assert len(workflow_requests(model)) == 1
+        with WaaahServer(port=port):
+            log = Path(state(ws)["log_path"])
+            pump_until(child, lambda: f"WAAAH server at {url} is reachable again" in log.read_text(), 20)
+        assert save_and_exit(child) == 0

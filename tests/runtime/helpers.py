@@ -51,6 +51,13 @@ def state(ws: Path, index: int = -1) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def state_or_none(ws: Path) -> dict[str, Any] | None:
+    """The newest session.json, or None while the first session is still being created."""
+    dirs = session_dirs(ws)
+    path = dirs[-1] / "session.json" if dirs else None
+    return json.loads(path.read_text()) if path and path.exists() else None
+
+
 def events(ws: Path, index: int = -1) -> list[dict[str, Any]]:
     path = session_dirs(ws)[index] / "events.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -72,3 +79,28 @@ def typed(child: pexpect.spawn, text: str, enter_delay: float = 0.3) -> None:
     child.send(text)
     time.sleep(enter_delay)
     child.send("\r")
+
+
+def pump_until(child: pexpect.spawn, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Like retry_until, but keeps reading the terminal meanwhile, as a real terminal does.
+
+    A terminal nobody reads fills up and, through the supervisor's back-pressure, pauses the
+    agent; a test waiting on something else must go on reading.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {check}")
+        try:
+            child.read_nonblocking(65536, timeout=0.1)
+        except pexpect.TIMEOUT:
+            pass
+
+
+def pump_for(child: pexpect.spawn, seconds: float) -> None:
+    """Let ``seconds`` pass while reading the terminal."""
+    deadline = time.monotonic() + seconds
+    pump_until(child, lambda: time.monotonic() >= deadline, seconds + 1)

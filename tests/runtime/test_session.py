@@ -366,3 +366,16 @@ def test_terminal_is_restored_after_every_exit(workspace, fake_home):
     child.expect(pexpect.EOF)
     after = child.before.decode()
     assert " icanon" in after and " echo" in after and "-icanon" not in after
+
+
+def test_a_stalled_terminal_does_not_freeze_the_supervisor(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home))
+    typed(child, "/flood 30000")  # ~3 MB: far more than the terminal buffers hold
+    time.sleep(3)  # nobody reads the terminal meanwhile
+    os.kill(child.pid, signal.SIGTERM)
+    # The loop is not stuck in a write: it handles the signal and saves the state.
+    retry_until(lambda: state(workspace)["status"] == "stopped", timeout=15)
+    assert not pid_alive(state(workspace)["agent_pid"])
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    assert child.exitstatus == 0

@@ -58,6 +58,8 @@ class Adapter:
         default=lambda env, ws, sid: None
     )
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Variables removed from the CLI's environment (names, or prefixes ending in "_").
+    drop_env: tuple[str, ...] = ()
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
     # How this CLI is given the waaah MCP server: "gemini" (user settings), "claude"

@@ -68,4 +68,7 @@ ADAPTER = Adapter(
     transcript=_transcript,
     needs_login=_needs_login,
     mcp="gemini",
+    # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
+    # our PTY it always is interactive.
+    drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
 )

@@ -23,15 +23,17 @@ from waaah_agent.core.delivery import Delivery, Observation, Phase
 from waaah_agent.core.screen import Screen, ScreenView
 from waaah_agent.runtime.background import Mailbox
 from waaah_agent.runtime.child import AgentProcess, ExitStatus
+from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.store import SessionDir, SessionState
-from waaah_agent.runtime.terminal import DEFAULT_SIZE, terminal_size
+from waaah_agent.runtime.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
 
 log = logging.getLogger(__name__)
 
 CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
 SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
 SCREEN_BACKLOG = 512 * 1024  # beyond this much unprocessed output, keep only the tail
+TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
 FLUSH_EVERY = 1.0
 MENU_TIMEOUT = 20.0
 MENU = " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent "
@@ -97,9 +99,11 @@ class Supervisor:
         stdout_fd: int,
         notify: Callable[[str], None],
         mailbox: Mailbox | None = None,
+        inbox: Inbox | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mailbox = mailbox
+        self.inbox = inbox
         self.cfg = cfg
         self.child = child
         self.session = session
@@ -111,6 +115,7 @@ class Supervisor:
         self.clock = clock
         self.timers = Timers()
         self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
+        self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.screen = Screen(*self.size)
         self.backlog = bytearray()
         self.last_output = clock()
@@ -145,6 +150,9 @@ class Supervisor:
                 self._iterate(sel)
         finally:
             sel.close()
+            if self.term is not None:
+                self._drain_terminal()
+                self.term.close()
             signal.set_wakeup_fd(old_wakeup)
             for signum, handler in old_handlers.items():
                 signal.signal(signum, handler)
@@ -153,8 +161,13 @@ class Supervisor:
         return self.outcome
 
     def _iterate(self, sel: selectors.BaseSelector) -> None:
-        writing = selectors.EVENT_READ | selectors.EVENT_WRITE
-        sel.modify(self.child.fd, writing if self.child.wants_write else selectors.EVENT_READ, self._on_pty)
+        term = self.term
+        pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
+        if term is None or term.pending < TERMINAL_HIGH_WATER:
+            pty_events |= selectors.EVENT_READ
+        _interest(sel, self.child.fd, pty_events, self._on_pty)
+        if term is not None:
+            _interest(sel, term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
         for key, mask in sel.select(self.timers.timeout(self.clock())):
             key.data(mask)
             if self.outcome is not None:
@@ -182,17 +195,35 @@ class Supervisor:
         self.timers.set_min("screen", self.last_output + SCREEN_DELAY)
 
     def _write_stdout(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
+        if self.term is None:
+            return
+        try:
+            self.term.write(data)
+        except OSError as err:
+            self._terminal_gone(err)
+
+    def _on_terminal(self, mask: int) -> None:
+        assert self.term is not None
+        try:
+            self.term.flush()
+        except OSError as err:
+            self._terminal_gone(err)
+
+    def _terminal_gone(self, err: OSError) -> None:
+        if err.errno not in (errno.EIO, errno.EPIPE, errno.EBADF, errno.ENXIO):
+            raise err
+        self.term = None  # nowhere left to show the agent's screen
+        self._stop("terminal-closed", "the terminal went away")
+
+    def _drain_terminal(self, seconds: float = 1.0) -> None:
+        """At the end, give the terminal a moment to take the agent's last words."""
+        deadline = self.clock() + seconds
+        while self.term is not None and self.term.pending and self.clock() < deadline:
             try:
-                view = view[os.write(self.stdout_fd, view) :]
-            except BlockingIOError:
-                time.sleep(0.001)
-            except OSError as err:
-                if err.errno in (errno.EIO, errno.EPIPE, errno.EBADF):
-                    self._finish_later("terminal-closed", "the terminal went away")
-                    return
-                raise
+                self.term.flush()
+            except OSError:
+                return
+            time.sleep(0.005)
 
     # -- the screen, detection, delivery -------------------------------------------------
     def _timer_screen(self) -> None:
@@ -317,6 +348,9 @@ class Supervisor:
     def _on_mail(self, mask: int) -> None:
         assert self.mailbox is not None
         for message in self.mailbox.drain():
+            if message.kind == "inbox":
+                self._read_inbox()
+                continue
             self.session.event(message.kind, **message.data)
             if message.kind == "server":
                 url = message.data["url"]
@@ -329,6 +363,21 @@ class Supervisor:
                     self.notify(f"[waaah] {text}")
             elif message.kind == "agent-status":
                 self.logs.notice(f"WAAAH server reports this agent {message.data['status'] or 'unknown'}")
+
+    def _read_inbox(self) -> None:
+        for record in self.inbox.read_new() if self.inbox else []:
+            if record.get("source") != "mcp":
+                continue
+            fields = {k: v for k, v in record.items() if k not in ("source", "event", "ts")}
+            self.session.event(f"mcp-{record.get('event', 'unknown')}", **fields)
+            if record.get("outcome") == "evict":
+                self._evicted(str(record.get("evict_action") or "SHUTDOWN"))
+
+    def _evicted(self, action: str) -> None:
+        if action == "SHUTDOWN":
+            self._stop("evict", "the WAAAH server evicted this agent (SHUTDOWN)")
+        else:
+            self.logs.notice(f"the WAAAH server asked for {action}; the agent stays up")
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:
@@ -396,10 +445,6 @@ class Supervisor:
         self.child.signal_group(signal.SIGTERM)
         self.timers.set("kill", self.clock() + self.cfg.stop_grace)
 
-    def _finish_later(self, reason: str, detail: str) -> None:
-        self.cfg.interactive = False  # nowhere left to write the agent's screen
-        self._stop(reason, detail)
-
     def _timer_kill(self) -> None:
         if not self.child_gone:
             self.session.event("kill", signal="SIGKILL", after_seconds=self.cfg.stop_grace)
@@ -427,6 +472,20 @@ def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
     if adapter.is_ready(view):
         return "ready", f"screen: input prompt (title {view.title!r})"
     return "starting", "no input prompt yet"
+
+
+def _interest(sel: selectors.BaseSelector, fd: int, events: int, callback: Callable[[int], None]) -> None:
+    """Register, modify or unregister ``fd`` so that the selector waits for exactly ``events``."""
+    try:
+        key = sel.get_key(fd)
+    except KeyError:
+        if events:
+            sel.register(fd, events, callback)
+        return
+    if not events:
+        sel.unregister(fd)
+    elif key.events != events:
+        sel.modify(fd, events, callback)
 
 
 def _ignore_in_handler(signum: int, frame: object) -> None:

@@ -26,6 +26,7 @@ from waaah_agent.errors import AgentFailed, CliNotFound, LoginRequired, SessionN
 from waaah_agent.runtime import mcp_setup
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
+from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Outcome, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
@@ -154,7 +155,12 @@ def login_message(adapter: Adapter) -> str:
 
 
 def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
-    child = dict(env)
+    dropped = adapter.drop_env
+    child = {
+        k: v
+        for k, v in env.items()
+        if k not in dropped and not any(p.endswith("_") and k.startswith(p) for p in dropped)
+    }
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
     child["TERM"] = "xterm-256color"
@@ -248,6 +254,8 @@ def supervise(
         adapter=adapter, interactive=console.interactive, initial_prompt=first, stop_grace=opts.stop_grace
     )
     mailbox = Mailbox()
+    inbox = Inbox(session.inbox, mailbox)
+    inbox.start()
     watch = None
     if plan.server is not None:
         watch = ServerWatch(
@@ -265,12 +273,12 @@ def supervise(
         stdout_fd=sys.stdout.fileno(),
         notify=console.say,
         mailbox=mailbox,
+        inbox=inbox,
     )
     try:
         if console.interactive:
             with raw_mode(sys.stdin.fileno()):
                 outcome = sup.run()
-            print("\r", flush=True)  # our own lines start on a fresh line below the agent's screen
         else:
             outcome = sup.run()
     finally:
@@ -279,6 +287,7 @@ def supervise(
         child.close()
         if watch is not None:
             watch.stop()
+        inbox.stop()
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
@@ -298,6 +307,8 @@ def finish(
     resume_cmd = resume_command(opts, state)
     if outcome.reason == "login":
         state.status = "login-required"
+    elif outcome.reason == "evict":
+        state.status = "evicted"
     elif outcome.reason == "agent-exit":
         state.status = "exited"
     else:

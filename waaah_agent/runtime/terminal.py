@@ -8,6 +8,7 @@ import os
 import struct
 import termios
 import tty
+from collections import deque
 from collections.abc import Iterator
 
 DEFAULT_SIZE = (120, 40)  # cols, rows when there is no terminal to copy
@@ -38,8 +39,54 @@ def raw_mode(fd: int) -> Iterator[None]:
         yield
     finally:
         with contextlib.suppress(termios.error):
-            termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+            # TCSANOW: TCSADRAIN/TCSAFLUSH would wait for a stalled terminal to take our output.
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def is_interactive(stdin_fd: int, stdout_fd: int) -> bool:
     return os.isatty(stdin_fd) and os.isatty(stdout_fd)
+
+
+class TerminalOut:
+    """Non-blocking writes to the user's terminal, with a queue.
+
+    A stalled terminal (XOFF, a paused reader) must not freeze the loop: signals, timers and
+    the inbox keep being served, and the agent is slowed down by not reading its PTY (the
+    back-pressure a real terminal applies) instead. The terminal is opened a second time for
+    this, so O_NONBLOCK lands on our own open file description, never on the one stdin (and
+    the shell after us) shares.
+    """
+
+    def __init__(self, fd: int) -> None:
+        try:
+            self.fd = os.open(os.ttyname(fd), os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+            self._owned = True
+        except OSError:
+            self.fd, self._owned = fd, False  # no tty name: fall back to blocking writes
+        self._queue: deque[bytes] = deque()
+        self.pending = 0
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self._queue.append(data)
+            self.pending += len(data)
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what the terminal takes now. Raises OSError if the terminal is gone."""
+        while self._queue:
+            head = self._queue[0]
+            try:
+                sent = os.write(self.fd, head)
+            except BlockingIOError:
+                return
+            self.pending -= sent
+            if sent < len(head):
+                self._queue[0] = head[sent:]
+                return
+            self._queue.popleft()
+
+    def close(self) -> None:
+        if self._owned:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)

@@ -1,0 +1,46 @@
+"""Finding and merging the waaah MCP entry (pure)."""
+
+from waaah_agent.core import mcpconf
+
+
+def test_find_our_entry_and_its_url():
+    entry = mcpconf.gemini_entry(["/venv/bin/python", "-m", "waaah_agent.cli"], "http://h:1", "k")
+    found = mcpconf.find_entry({"mcpServers": {"waaah": entry}})
+    assert found == mcpconf.ExistingEntry("ours", "http://h:1", True)
+    assert entry["trust"] is True and entry["timeout"] >= 300_000
+
+
+def test_find_the_upstream_node_proxy_with_url_flag():
+    settings = {
+        "mcpServers": {
+            "waaah": {"command": "node", "args": ["/src/waaah-proxy/dist/index.js", "--url", "http://x:3000"]}
+        }
+    }
+    assert mcpconf.find_entry(settings) == mcpconf.ExistingEntry("upstream", "http://x:3000", False)
+    settings = {"mcpServers": {"waaah": {"command": "waaah-proxy", "args": ["--url=http://y"]}}}
+    assert mcpconf.find_entry(settings).url == "http://y"
+
+
+def test_missing_or_foreign_entries():
+    assert mcpconf.find_entry({}) is None
+    assert mcpconf.find_entry({"mcpServers": {"other": {}}}) is None
+    assert mcpconf.find_entry({"mcpServers": {"waaah": {"command": "thing"}}}).kind == "other"
+
+
+def test_merge_keeps_every_other_key_and_does_not_mutate():
+    settings = {"ui": {"theme": "x"}, "mcpServers": {"github": {"command": "gh"}}}
+    merged = mcpconf.with_entry(settings, {"command": "c"})
+    assert merged["ui"] == {"theme": "x"} and merged["mcpServers"]["github"] == {"command": "gh"}
+    assert merged["mcpServers"]["waaah"] == {"command": "c"}
+    assert "waaah" not in settings["mcpServers"]
+    assert mcpconf.with_entry({"mcpServers": "junk"}, {"a": 1})["mcpServers"] == {"waaah": {"a": 1}}
+
+
+def test_claude_config_is_a_stdio_entry():
+    doc = mcpconf.claude_config(["/p", "-m", "waaah_agent.cli"], {"WAAAH_SERVER_URL": "u"})
+    assert doc["mcpServers"]["waaah"] == {
+        "type": "stdio",
+        "command": "/p",
+        "args": ["-m", "waaah_agent.cli", "mcp-proxy"],
+        "env": {"WAAAH_SERVER_URL": "u"},
+    }

@@ -1,0 +1,164 @@
+"""`waaah doctor`: one line per check, ok / warn / fail, each with the fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from waaah_agent import adapters
+from waaah_agent.adapters.base import Adapter
+from waaah_agent.errors import UsageError, WorkflowNotFound
+from waaah_agent.runtime import mcp_setup
+from waaah_agent.runtime.waaah import check_server
+from waaah_agent.runtime.workspace import find_workflow, git_root
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "warn", "fail"
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4}  {self.name}: {self.detail}"
+        return f"{text}  -> {self.fix}" if self.fix else text
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def run_checks(
+    env: Mapping[str, str],
+    workspace: Path,
+    workflow: str,
+    agents: list[str] | None,
+    server: str | None,
+    api_key: str | None,
+) -> list[Check]:
+    chosen = agents or [n for n in adapters.names() if not adapters.registry()[n].simulated]
+    checks: list[Check] = []
+    for name in chosen:
+        adapter = adapters.registry()[name]
+        checks.append(check_cli(adapter, env, required=agents is not None))
+        checks.append(check_login(adapter, env))
+        checks.append(check_mcp_entry(adapter, env))
+    checks.append(check_server_reachable(env, server, api_key, chosen))
+    root = git_root(workspace)
+    checks.append(check_git(workspace, root))
+    checks.append(check_workflow(workflow, root or workspace))
+    checks.append(check_writable(root or workspace))
+    return checks
+
+
+def cli_version(binary: str) -> str:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unknown ({err})"
+    return (out.stdout.strip().splitlines() or ["unknown"])[0]
+
+
+def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check:
+    found = shutil.which(adapter.binary, path=env.get("PATH"))
+    name = f"{adapter.name} CLI"
+    if found is None:
+        status = "fail" if required else "warn"
+        return Check(name, status, "not installed", f"install with: {adapter.install_hint}")
+    return Check(name, "ok", f"{cli_version(found)} ({found})")
+
+
+def check_login(adapter: Adapter, env: Mapping[str, str]) -> Check:
+    name = f"{adapter.name} login"
+    if adapter.needs_login(env):
+        return Check(name, "fail", "no credentials found", f"run: {adapter.login_hint or adapter.binary}")
+    return Check(name, "ok", "credentials found")
+
+
+def check_mcp_entry(adapter: Adapter, env: Mapping[str, str]) -> Check:
+    name = f"{adapter.name} MCP entry"
+    if adapter.mcp == "claude":
+        return Check(name, "ok", "given per run with --mcp-config (your files are not touched)")
+    try:
+        entry = mcp_setup.existing_entry("gemini", env)
+    except UsageError as err:
+        return Check(name, "fail", str(err), "fix the JSON of that file")
+    where = mcp_setup.gemini_settings_path(env)
+    if entry is None:
+        return Check(
+            name, "warn", f"no waaah entry in {where}", "waaah agent adds it on start (with a backup)"
+        )
+    if entry.kind == "ours":
+        return Check(name, "ok", f"waaah mcp-proxy -> {entry.url} ({where})")
+    return Check(
+        name,
+        "warn",
+        f"{entry.kind} proxy -> {entry.url} ({where})",
+        "waaah agent replaces it with waaah mcp-proxy",
+    )
+
+
+def check_server_reachable(
+    env: Mapping[str, str], server: str | None, api_key: str | None, agents: list[str]
+) -> Check:
+    url = server or env.get("WAAAH_SERVER_URL")
+    if not url:
+        for name in agents:
+            adapter = adapters.registry()[name]
+            entry = mcp_setup.existing_entry(adapter.mcp, env) if adapter.mcp else None
+            if entry is not None and entry.url:
+                url = entry.url
+                break
+    if not url:
+        return Check("WAAAH server", "warn", "not configured", "pass --server URL or set WAAAH_SERVER_URL")
+    health = check_server(url, api_key or env.get("WAAAH_API_KEY"))
+    if health.ok:
+        return Check("WAAAH server", "ok", f"{url} reachable, key accepted")
+    if health.detail == "bad key":
+        return Check(
+            "WAAAH server", "fail", f"{url} rejected the API key (401)", "set WAAAH_API_KEY or --api-key"
+        )
+    return Check("WAAAH server", "fail", f"{url} {health.detail}", "start the server or fix the URL")
+
+
+def check_git(workspace: Path, root: Path | None) -> Check:
+    if root is None:
+        return Check("git workspace", "warn", f"{workspace} is not in a git repository", "run: git init")
+    return Check("git workspace", "ok", str(root))
+
+
+def check_workflow(workflow: str, workspace: Path) -> Check:
+    try:
+        found = find_workflow(workflow, workspace)
+    except WorkflowNotFound as err:
+        return Check("workflow", "fail", str(err), f"create .agent/workflows/{workflow}.md")
+    return Check("workflow", "ok", f"{found.name} ({found.path})")
+
+
+def check_writable(workspace: Path) -> Check:
+    folder = workspace / ".waaah"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+            pass
+    except OSError as err:
+        return Check(
+            ".waaah writable",
+            "fail",
+            f"{folder}: {err.strerror}",
+            "fix the folder's permissions or free disk space",
+        )
+    return Check(".waaah writable", "ok", str(folder))
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
+def default_env() -> dict[str, str]:
+    return dict(os.environ)

@@ -1,0 +1,79 @@
+"""The session inbox: JSON lines appended by our MCP proxy (and CLI hooks), read by the loop.
+
+watchdog's observer thread only posts a wake-up to the loop's mailbox; the loop itself
+reads the new complete lines from its own offset, so a line is never read twice or half.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from waaah_agent.runtime.background import Mailbox
+
+log = logging.getLogger(__name__)
+MAX_READ = 1024 * 1024
+
+
+class _Wake(FileSystemEventHandler):
+    def __init__(self, path: Path, mailbox: Mailbox) -> None:
+        self._name = path.name
+        self._mailbox = mailbox
+
+    # Only writes count: reacting to open/close events would wake us for our own reads,
+    # in an endless loop.
+    def on_modified(self, event: FileSystemEvent) -> None:
+        self._wake(event.src_path)
+
+    def on_created(self, event: FileSystemEvent) -> None:
+        self._wake(event.src_path)
+
+    def on_moved(self, event: FileSystemEvent) -> None:
+        self._wake(event.dest_path)
+
+    def _wake(self, path: bytes | str) -> None:
+        if Path(os.fsdecode(path)).name == self._name:
+            self._mailbox.post("inbox")
+
+
+class Inbox:
+    """Tails ``inbox.jsonl`` from where it left off."""
+
+    def __init__(self, path: Path, mailbox: Mailbox) -> None:
+        self.path = path
+        self._offset = path.stat().st_size if path.exists() else 0  # older runs' lines are history
+        self._observer = Observer()
+        self._observer.schedule(_Wake(path, mailbox), str(path.parent), recursive=False)
+
+    def start(self) -> None:
+        self._observer.daemon = True
+        self._observer.start()
+
+    def stop(self) -> None:
+        self._observer.stop()
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read(MAX_READ)
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n") + 1  # only complete lines; the rest is read next time
+        self._offset += end
+        records = []
+        for line in chunk[:end].splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                log.warning("ignoring a malformed inbox line in %s", self.path)
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
