@@ -31,6 +31,10 @@ def spawn_waaah(ws: Path, *args: str, env: dict[str, str], timeout: float = 20) 
 
 
 def retry_until(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    return _until(check, timeout, lambda: time.sleep(interval))
+
+
+def _until(check: Callable[[], Any], timeout: float, between: Callable[[], None]) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -38,7 +42,7 @@ def retry_until(check: Callable[[], Any], timeout: float = 15.0, interval: float
             return result
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {check}")
-        time.sleep(interval)
+        between()
 
 
 def session_dirs(ws: Path) -> list[Path]:
@@ -87,17 +91,14 @@ def pump_until(child: pexpect.spawn, check: Callable[[], Any], timeout: float = 
     A terminal nobody reads fills up and, through the supervisor's back-pressure, pauses the
     agent; a test waiting on something else must go on reading.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {check}")
+
+    def read_a_little() -> None:
         try:
             child.read_nonblocking(65536, timeout=0.1)
         except pexpect.TIMEOUT:
             pass
+
+    return _until(check, timeout, read_a_little)
 
 
 def pump_for(child: pexpect.spawn, seconds: float) -> None:
