@@ -1,0 +1,133 @@
+"""What the supervisor does next, decided from what it knows now. Pure: time is an argument.
+
+Nudges (the continue-the-loop prompt and the heartbeat) are typed only into an agent that sits
+at an empty input prompt, outside any wait_for_prompt call, with no human typing lately. A
+nudge the agent ignores makes the next one wait twice as long (up to a cap), so an agent that
+keeps ending its turn is not flooded; a wait_for_prompt call resets that.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CONTINUE_PROMPT = (
+    "Continue the WAAAH workflow loop: call the waaah tool wait_for_prompt now (timeout 290) and keep "
+    "serving tasks. Never end your turn without calling wait_for_prompt."
+)
+HEARTBEAT_PROMPT = (
+    "Heartbeat from the supervisor: you have been idle at the prompt. If you are not inside "
+    "wait_for_prompt, call it now and keep looping."
+)
+
+_VOLATILE = re.compile(r"[\u2800-\u28ff·✢✳✶✻✽✦◐◑◒◓⊶⊷]|\d+")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    heartbeat: float = 120.0  # idle at the prompt this long: heartbeat prompt
+    settle: float = 2.0  # a turn must have ended this long ago before a continue prompt
+    continue_gap: float = 10.0  # first spacing between nudges; doubles while ignored
+    continue_gap_max: float = 600.0
+    human_grace: float = 60.0  # no nudge this long after the user typed
+    stall_timeout: float = 900.0  # busy with an unchanged screen this long: Esc
+    stall_grace: float = 30.0  # still stalled this long after Esc: restart
+
+
+@dataclass(frozen=True)
+class Now:
+    """What the loop knows at one moment."""
+
+    time: float
+    state: str  # "ready", "busy", "dialog", "login", "limited", "starting", "exiting"
+    input_empty: bool
+    wait_in_flight: bool  # a wait_for_prompt call is running (MCP tap)
+    last_activity: float  # last output from the agent or input from the user
+    last_user_input: float | None
+    workflow_delivered: bool
+    delivering: bool
+
+
+class Nudger:
+    """Chooses when to type the continue prompt or the heartbeat."""
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.config = config
+        self.gap = config.continue_gap
+        self.last_nudge: float | None = None
+        self.last_turn_end: float | None = None
+
+    def saw_wait(self) -> None:
+        """The agent called wait_for_prompt: it is in its loop; nudges start afresh."""
+        self.gap = self.config.continue_gap
+
+    def turn_ended(self, now: float) -> None:
+        self.last_turn_end = now
+
+    def decide(self, now: Now) -> str | None:
+        """``"continue"``, ``"heartbeat"`` or None."""
+        cfg = self.config
+        if not now.workflow_delivered or now.delivering or now.wait_in_flight:
+            return None
+        if now.state != "ready" or not now.input_empty:
+            return None  # busy, a dialog, or a human's draft in the box: never type
+        if now.last_user_input is not None and now.time - now.last_user_input < cfg.human_grace:
+            return None
+        since_nudge = now.time - self.last_nudge if self.last_nudge is not None else None
+        idle = now.time - now.last_activity
+        if idle >= cfg.heartbeat and (since_nudge is None or since_nudge >= max(cfg.heartbeat, self.gap)):
+            return self._nudge(now.time, "heartbeat")
+        ended = self.last_turn_end
+        turn_fresh = ended is not None and (self.last_nudge is None or ended > self.last_nudge)
+        if turn_fresh and idle >= cfg.settle and (since_nudge is None or since_nudge >= self.gap):
+            return self._nudge(now.time, "continue")
+        return None
+
+    def next_check(self, now: Now) -> float:
+        """When :meth:`decide` could next say something, if nothing else happens."""
+        cfg = self.config
+        candidates = [now.last_activity + cfg.heartbeat, now.last_activity + cfg.settle]
+        if self.last_nudge is not None:
+            candidates += [self.last_nudge + self.gap, self.last_nudge + max(cfg.heartbeat, self.gap)]
+        if now.last_user_input is not None:
+            candidates.append(now.last_user_input + cfg.human_grace)
+        future = [t for t in candidates if t > now.time]
+        return min(future) if future else now.time + cfg.heartbeat
+
+    def _nudge(self, now: float, kind: str) -> str:
+        if self.last_nudge is not None:  # the previous nudge did not bring a wait_for_prompt
+            self.gap = min(self.config.continue_gap_max, self.gap * 2)
+        self.last_nudge = now
+        return kind
+
+
+def fingerprint(screen_text: str) -> str:
+    """The screen with spinners and counters removed: equal while nothing really changes."""
+    return _VOLATILE.sub("", screen_text)
+
+
+class StallWatch:
+    """Busy, yet nothing changes for a long time: Esc, then (still stuck) a restart."""
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.config = config
+        self._print: str | None = None
+        self._since = 0.0
+        self._esc_at: float | None = None
+
+    def observe(self, now: float, busy: bool, screen_text: str, wait_in_flight: bool) -> str | None:
+        """``"esc"``, ``"restart"`` or None."""
+        current = fingerprint(screen_text)
+        if not busy or wait_in_flight or current != self._print:
+            # A long poll legitimately sits still; so does an idle agent.
+            self._print, self._since, self._esc_at = current, now, None
+            return None
+        if self._esc_at is None:
+            if now - self._since >= self.config.stall_timeout:
+                self._esc_at = now
+                return "esc"
+            return None
+        if now - self._esc_at >= self.config.stall_grace:
+            self._print, self._since, self._esc_at = current, now, None
+            return "restart"
+        return None
