@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -80,6 +81,30 @@ def agent(
     no_mcp: Annotated[
         bool, typer.Option("--no-mcp", help="Do not configure the waaah MCP server for the CLI.")
     ] = False,
+    heartbeat: Annotated[
+        float,
+        typer.Option(
+            "--heartbeat",
+            help="Seconds idle at the prompt before a heartbeat prompt. Example: --heartbeat 300",
+        ),
+    ] = 120.0,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stall-timeout",
+            help="Seconds busy with nothing changing before Esc (then a restart if still stuck). Example: --stall-timeout 1800",
+        ),
+    ] = 900.0,
+    restart_budget: Annotated[
+        int,
+        typer.Option("--restart-budget", help="Restarts allowed per 30 minutes before giving up."),
+    ] = 5,
+    no_nudge: Annotated[
+        bool,
+        typer.Option(
+            "--no-nudge", help="Never type continue or heartbeat prompts (crash restarts still happen)."
+        ),
+    ] = False,
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -87,6 +112,8 @@ def agent(
     `waaah agent --start=gemini --as=waaah-orc -- --model gemini-2.5-pro`.
     Ctrl+C opens a small menu: continue, save and exit, or pass Ctrl+C to the agent.
     """
+    from waaah_agent.core.backoff import BackoffConfig
+    from waaah_agent.core.policy import PolicyConfig
     from waaah_agent.runtime.session import AgentOptions, default_console, environment, run_agent
 
     options = AgentOptions(
@@ -100,6 +127,14 @@ def agent(
         api_key=api_key,
         no_mcp=no_mcp,
         server_check_every=float(os.environ.get("WAAAH_SERVER_CHECK_SECONDS") or 30),
+        policy=None
+        if no_nudge
+        else PolicyConfig(
+            heartbeat=heartbeat, stall_timeout=stall_timeout, stall_grace=min(30.0, stall_timeout)
+        ),
+        backoff=BackoffConfig(
+            budget=restart_budget, base=float(os.environ.get("WAAAH_RESTART_BASE_SECONDS") or 1.0)
+        ),
     )
     _exit(lambda: run_agent(options, environment(), default_console()))
 
@@ -122,8 +157,6 @@ def doctor(
 
     Exit code 1 when any check fails. Example: waaah doctor --agent gemini --server http://localhost:3456
     """
-    import json
-
     from waaah_agent.runtime import doctor as doc
 
     for name in agent or []:
@@ -142,6 +175,48 @@ def doctor(
         for check in checks:
             print(check.line())
     raise typer.Exit(doc.exit_code(checks))
+
+
+@app.command()
+def sessions(
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Default: the current directory.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the supervised sessions of this workspace, newest first: state, restarts, tokens."""
+    from waaah_agent.runtime import report
+    from waaah_agent.runtime.workspace import git_root
+
+    start = (workspace or Path.cwd()).resolve()
+    rows = report.reports(git_root(start) or start)
+    print(json.dumps([r.to_json() for r in rows], indent=2) if as_json else report.table(rows))
+
+
+@app.command()
+def status(
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Default: the current directory.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """What the running (else the newest) session is doing now. Exit code 7 when there is none."""
+    from waaah_agent.runtime import report
+    from waaah_agent.runtime.workspace import git_root
+
+    start = (workspace or Path.cwd()).resolve()
+    rows = report.reports(git_root(start) or start)
+    chosen = [r for r in rows if r.live] or rows[:1]
+    if not chosen:
+        print(
+            "waaah: no sessions in this workspace; start one with: waaah agent --start=gemini",
+            file=sys.stderr,
+        )
+        raise typer.Exit(7)
+    if as_json:
+        print(json.dumps([r.to_json() for r in chosen], indent=2))
+    else:
+        print("\n\n".join(report.detail(r) for r in chosen))
 
 
 @app.command("mcp-proxy")

@@ -45,6 +45,12 @@ class AgentFailed(WaaahError):
     exit_code = 10
 
 
+class RestartBudgetExhausted(WaaahError):
+    """The agent kept crashing or stalling: the restart budget for the window is spent."""
+
+    exit_code = 11
+
+
 EXIT_CODES: dict[int, str] = {
     0: "the agent finished, or you chose save and exit (state saved, resumable)",
     1: "unexpected internal error (see the log)",
@@ -55,5 +61,6 @@ EXIT_CODES: dict[int, str] = {
     6: "the agent CLI needs a login first",
     7: "no session to resume",
     10: "the agent CLI exited with an error of its own",
+    11: "the agent kept crashing: the restart budget (5 per 30 minutes) was spent",
     130: "interrupted before the agent started",
 }

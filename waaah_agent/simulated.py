@@ -6,7 +6,15 @@ newline, as in gemini), a spinner and window title while "working", `/quit` with
 resume hint, `/crash N`, Esc to cancel, double Ctrl+C to exit, and a report of the window
 size on every SIGWINCH, and `/flood N` (N lines at once). Knobs (environment): SIM_BUSY_SECONDS (default 1.5),
 SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HANG=1
-(stay busy forever once a prompt arrives), SIM_TRANSCRIPT_DIR.
+(stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N, SIM_TRANSCRIPT_DIR.
+
+SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
+simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
+``latency`` writes SIM_LINES lines (default 2000), each carrying time.monotonic_ns() at
+write time, SIM_GAP_MS apart (default 0.5); ``blast`` writes SIM_MB megabytes (default 50)
+of agent-like text as fast as the terminal takes it, then a BLAST-END line; ``keys`` puts the
+terminal in raw mode and answers each byte read with an ack line holding the receive time
+(``q`` ends it); ``silent`` prints nothing for SIM_SECONDS (default 20). Then it exits 0.
 """
 
 from __future__ import annotations
@@ -39,12 +47,14 @@ class Sim:
         if resumed:
             self.history.append(f"Resumed session {session_id} ({resumed} earlier messages)")
         self.draft = ""
+        self.in_paste = False
+        self.paste_buf = b""
         self.busy_until = 0.0
         self.busy_started = 0.0
         self.pending_reply = ""
         self.last_ctrl_c = 0.0
         self.busy_seconds = float(os.environ.get("SIM_BUSY_SECONDS", "1.5"))
-        self.hang = os.environ.get("SIM_HANG") == "1"
+        self.hang = os.environ.get("SIM_HANG") in ("1", "hard")  # "hard": Esc does not help either
 
     # -- drawing -----------------------------------------------------------------------
     def draw(self) -> None:
@@ -78,18 +88,27 @@ class Sim:
 
     # -- input ---------------------------------------------------------------------------
     def on_input(self, data: bytes) -> int | None:
-        """Handle one read from the terminal; return an exit code to stop."""
+        """Handle one read from the terminal; return an exit code to stop.
+
+        A paste can arrive over several reads (its end marker included), as with any terminal.
+        """
         while data:
-            if data.startswith(PASTE_START):
+            if self.in_paste:
                 end = data.find(PASTE_END)
+                body, data = (data, b"") if end < 0 else (data[:end], data[end + len(PASTE_END) :])
+                self.paste_buf += body
                 if end < 0:
-                    end = len(data)
-                self.draft += data[len(PASTE_START) : end].decode("utf-8", "replace").replace("\r", "\n")
-                data = data[end + len(PASTE_END) :]
+                    continue
+                self.in_paste = False
+                self.draft += self.paste_buf.decode("utf-8", "replace").replace("\r", "\n")
+                self.paste_buf = b""
                 if data.startswith(b"\r"):
                     # Enter in the same write as the paste: a newline inside it, not a submit.
                     self.draft += "\n"
                     data = data[1:]
+                continue
+            if data.startswith(PASTE_START):
+                self.in_paste, data = True, data[len(PASTE_START) :]
                 continue
             key, data = data[:1], data[1:]
             code = self.on_key(key)
@@ -104,7 +123,7 @@ class Sim:
                 return 130
             self.last_ctrl_c = now
             self.history.append("Press Ctrl+C again to exit.")
-        elif key == b"\x1b" and self.is_busy():
+        elif key == b"\x1b" and self.is_busy() and os.environ.get("SIM_HANG") != "hard":
             self.busy_until, self.busy_started, self.hang = 0.0, 0.0, False
             self.history.append("Request cancelled.")
         elif key in (b"\x7f", b"\x08"):
@@ -157,7 +176,93 @@ class Sim:
             fh.write(json.dumps(message) + "\n")
 
 
+# -- measurement modes (SIM_MODE) ----------------------------------------------------------
+AGENT_TEXT = (
+    "\x1b[1m✦ Reading\x1b[0m src/app/handlers.py (lines 120-180)\n"
+    "  \x1b[32m+    result = await client.fetch(url, timeout=30)\x1b[0m\n"
+    "  \x1b[31m-    result = client.fetch(url)\x1b[0m\n"
+    "  │ The handler now awaits the fetch and passes a timeout, so a slow upstream\n"
+    "  │ cannot block the event loop. Next I will update the tests in tests/test_api.py.\n"
+    "\x1b[2m⠋ Running: pytest -q tests/test_api.py\x1b[0m\r\x1b[2K"
+    "\x1b[2m⠙ Running: pytest -q tests/test_api.py\x1b[0m\r\x1b[2K"
+    "....................................................... [ 87%] ✓ 42 passed in 1.23s\n"
+)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _say(fd: int, text: str) -> None:
+    _write_all(fd, text.encode())
+
+
+def _latency(fd: int) -> None:
+    lines = int(os.environ.get("SIM_LINES", "2000"))
+    gap = float(os.environ.get("SIM_GAP_MS", "0.5")) / 1000
+    for i in range(lines):
+        _say(fd, f"LAT {i} {time.monotonic_ns()}\n")
+        if gap:
+            time.sleep(gap)
+    _say(fd, "LAT-END\n")
+
+
+def _blast(fd: int) -> None:
+    total = int(float(os.environ.get("SIM_MB", "50")) * 1024 * 1024)
+    block = AGENT_TEXT.encode() * (65536 // len(AGENT_TEXT.encode()))  # whole characters only
+    sent = 0
+    while sent < total:
+        chunk = block[: total - sent]
+        _write_all(fd, chunk)
+        sent += len(chunk)
+    newlines = block.count(b"\n") * (total // len(block)) + block[: total % len(block)].count(b"\n")
+    _say(fd, f"\x1b[0m\nBLAST-END {sent} {newlines} {time.monotonic_ns()}\n")
+
+
+def _keys(fd_in: int, fd_out: int) -> None:
+    saved = termios.tcgetattr(fd_in) if os.isatty(fd_in) else None
+    if saved is not None:
+        tty.setraw(fd_in)
+    try:
+        _say(fd_out, "KEYS-READY\r\n")
+        while True:
+            data = os.read(fd_in, 1024)
+            now = time.monotonic_ns()
+            if not data or b"q" in data:
+                return
+            _say(fd_out, "".join(f"KEY {b:02x} {now}\r\n" for b in data))
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd_in, termios.TCSANOW, saved)
+
+
+def measure(mode: str) -> int:
+    """Run one measurement mode (see the module docstring); 2 for an unknown mode."""
+    fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
+    time.sleep(float(os.environ.get("SIM_STARTUP_SECONDS", "0.3")))
+    _say(fd_out, f"START {mode} {time.monotonic_ns()}\r\n")
+    if mode == "latency":
+        _latency(fd_out)
+    elif mode == "blast":
+        time.sleep(0.05)  # the START line arrives on its own, so a reader can count what follows
+        _blast(fd_out)
+    elif mode == "keys":
+        _keys(fd_in, fd_out)
+    elif mode == "silent":
+        time.sleep(float(os.environ.get("SIM_SECONDS", "20")))
+        _say(fd_out, "SILENT-END\r\n")
+    else:
+        _say(fd_out, f"unknown SIM_MODE {mode!r}\r\n")
+        return 2
+    return 0
+
+
 def main() -> int:
+    mode = os.environ.get("SIM_MODE", "")
+    if mode:
+        return measure(mode)
     parser = argparse.ArgumentParser(prog="sim")
     parser.add_argument("--session-id")
     parser.add_argument("--resume")
@@ -171,6 +276,9 @@ def main() -> int:
             print(f"No previous session found for id {session_id}")
             return 1
         resumed = len(transcript.read_text(encoding="utf-8").splitlines())
+    if os.environ.get("SIM_CRASH_AT_START"):  # a CLI that dies as soon as it starts
+        print("simulated start-up failure")
+        return int(os.environ["SIM_CRASH_AT_START"])
     if os.environ.get("SIM_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -17,6 +17,7 @@ from tests.runtime.helpers import (
     WAAAH,
     delivered,
     events,
+    pump_until,
     retry_until,
     session_dirs,
     sim_env,
@@ -25,15 +26,20 @@ from tests.runtime.helpers import (
     state,
     typed,
 )
+from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
 from waaah_agent.runtime.logs import replay
 from waaah_agent.runtime.workspace import find_workflow
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def start_and_deliver(ws: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
-    """Start a session and wait until the agent has answered the workflow (idle again)."""
-    child = spawn_waaah(ws, "--start=simulated", *args, env=env)
+def start_and_deliver(ws: Path, env: dict[str, str], *args: str, nudge: bool = False) -> pexpect.spawn:
+    """Start a session and wait until the agent has answered the workflow (idle again).
+
+    Nudges (continue prompts, heartbeats) are off unless a test is about them, so that what the
+    test types is all the agent gets.
+    """
+    child = spawn_waaah(ws, "--start=simulated", *args, *([] if nudge else ["--no-nudge"]), env=env)
     retry_until(lambda: session_dirs(ws) and delivered(ws))
     retry_until(lambda: sim_messages(ws, state(ws)["native_session_id"], role="model"))
     return child
@@ -104,7 +110,7 @@ def test_cast_is_lossless(workspace, fake_home):
     child = start_and_deliver(workspace, sim_env(fake_home))
     chunks = bytearray()
     child.logfile_read = _Collector(chunks)
-    typed(child, "/crash 0")
+    typed(child, "/quit")
     child.expect(pexpect.EOF)
     child.close()
     recorded = replay(Path(state(workspace)["cast_path"]))
@@ -165,9 +171,9 @@ def test_resume_continues_the_same_session(workspace, fake_home):
     assert len(session_dirs(workspace)) == 1
     assert again["id"] == first["id"] and again["native_session_id"] == first["native_session_id"]
     assert again["argv"][-2:] == ["--resume", first["native_session_id"]]
-    time.sleep(1.5)
-    # The conversation already has the workflow: it is not typed a second time.
-    assert len(sim_messages(workspace, first["native_session_id"])) == 1
+    # The conversation already has the workflow: not typed again; a continue prompt instead.
+    retry_until(lambda: len(sim_messages(workspace, first["native_session_id"])) == 2)
+    assert sim_messages(workspace, first["native_session_id"])[1] == CONTINUE_PROMPT
     assert save_and_exit(child) == 0
 
 
@@ -206,14 +212,31 @@ def test_agent_that_ignores_sigterm_is_killed_after_the_grace(workspace, fake_ho
     assert any(e["event"] == "kill" for e in events(workspace))
 
 
-def test_agent_exit_is_reported_with_its_code(workspace, fake_home):
-    child = start_and_deliver(workspace, sim_env(fake_home))
+def test_crash_restarts_with_backoff_and_the_native_resume(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home), nudge=True)
+    native = state(workspace)["native_session_id"]
+    old_pid = state(workspace)["agent_pid"]
     typed(child, "/crash 3")
-    child.expect("exited with exit code 3")
-    assert wait_exit(child) == 10
+    child.expect("restarting in")
+    child.expect("Resumed session " + native)
     st = state(workspace)
-    assert st["status"] == "exited" and st["exit_code"] == 3
-    assert st["output_tail"], "the tail of the agent's output is kept"
+    assert st["restarts"] == 1 and st["agent_pid"] != old_pid and st["status"] == "running"
+    assert st["argv"][-2:] == ["--resume", native]
+    restart = [e for e in events(workspace) if e["event"] == "restart"]
+    assert restart and "exit code 3" in restart[0]["after"] and 0.5 <= restart[0]["delay"] <= 1.0
+    # Back in business: the agent is asked to continue its loop.
+    retry_until(lambda: CONTINUE_PROMPT in sim_messages(workspace, native))
+    assert save_and_exit(child) == 0
+
+
+def test_restart_budget_exhausted_stops_with_a_message(workspace, fake_home):
+    env = sim_env(fake_home, SIM_CRASH_AT_START="7", WAAAH_RESTART_BASE_SECONDS="0.05")
+    child = spawn_waaah(workspace, "--start=simulated", "--restart-budget", "2", env=env)
+    child.expect("keeps stopping \\(last: exit code 7\\)")
+    assert wait_exit(child) == 11
+    st = state(workspace)
+    assert st["status"] == "failed" and st["restarts"] == 2
+    assert [e["event"] for e in events(workspace)].count("start") == 3
 
 
 def test_user_quit_is_a_clean_exit(workspace, fake_home):
@@ -361,8 +384,8 @@ def test_terminal_is_restored_after_every_exit(workspace, fake_home):
     child.expect("icanon")
     retry_until(lambda: session_dirs(workspace) and delivered(workspace))
     retry_until(lambda: sim_messages(workspace, state(workspace)["native_session_id"], role="model"))
-    typed(child, "/crash 2")
-    child.expect("EXIT=10")
+    typed(child, "/quit")
+    child.expect("EXIT=0")
     child.expect(pexpect.EOF)
     after = child.before.decode()
     assert " icanon" in after and " echo" in after and "-icanon" not in after
@@ -379,3 +402,55 @@ def test_a_stalled_terminal_does_not_freeze_the_supervisor(workspace, fake_home)
     child.expect(pexpect.EOF, timeout=30)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_loop_left_gets_one_continue_prompt(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home), nudge=True)
+    native = state(workspace)["native_session_id"]
+    retry_until(lambda: len(sim_messages(workspace, native)) >= 2)
+    time.sleep(4)  # the next nudge waits at least 10 s (and doubles): exactly one so far
+    assert sim_messages(workspace, native)[1:] == [CONTINUE_PROMPT]
+    nudges = [e for e in events(workspace) if e["event"] == "nudge"]
+    assert [n["kind"] for n in nudges] == ["continue"]
+    assert save_and_exit(child) == 0
+
+
+def test_silence_at_the_prompt_gets_a_heartbeat(workspace, fake_home):
+    child = start_and_deliver(workspace, sim_env(fake_home), "--heartbeat", "3", nudge=True)
+    native = state(workspace)["native_session_id"]
+    retry_until(lambda: HEARTBEAT_PROMPT in sim_messages(workspace, native), timeout=30)
+    assert save_and_exit(child) == 0
+
+
+def test_a_hang_gets_esc_then_a_restart(workspace, fake_home):
+    child = spawn_waaah(
+        workspace, "--start=simulated", "--stall-timeout", "2", env=sim_env(fake_home, SIM_HANG="hard")
+    )
+    # The workflow reply never comes (the agent hangs): Esc after 2 s, restart 2 s later.
+    retry_until(
+        lambda: session_dirs(workspace) and any(e["event"] == "restart" for e in events(workspace)), 30
+    )
+    stall = [e for e in events(workspace) if e["event"] == "stall"]
+    assert stall and stall[0]["action"] == "esc"
+    assert "stalled" in [e for e in events(workspace) if e["event"] == "restart"][0]["after"]
+    pump_until(child, lambda: [e["event"] for e in events(workspace)].count("start") == 2)
+    assert state(workspace)["argv"][-2] == "--resume"
+    assert save_and_exit(child) == 0
+
+
+def test_sessions_and_status_show_a_live_session(workspace, fake_home):
+    env = sim_env(fake_home)
+    child = start_and_deliver(workspace, env)
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [WAAAH, *args, "--json"], cwd=workspace, env=env, capture_output=True, text=True, timeout=30
+        )
+
+    live = json.loads(ask("status").stdout)
+    assert len(live) == 1 and live[0]["live"] is True and live[0]["status"] == "running"
+    assert live[0]["agent_state"] == "ready" and live[0]["id"] == state(workspace)["id"]
+    assert [r["id"] for r in json.loads(ask("sessions").stdout)] == [state(workspace)["id"]]
+    assert save_and_exit(child) == 0
+    after = json.loads(ask("status").stdout)
+    assert after[0]["live"] is False and after[0]["status"] == "stopped"

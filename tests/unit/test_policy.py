@@ -120,7 +120,7 @@ def test_a_whole_night_of_an_agent_that_keeps_leaving_the_loop():
             last_activity = t + 5  # it answers, then ends its turn
             n.turn_ended(t + 5)
         t += 1
-    gaps = [b[0] - a[0] for a, b in zip(nudges, nudges[1:])]
+    gaps = [b[0] - a[0] for a, b in zip(nudges, nudges[1:], strict=False)]
     assert max(gaps) <= 601
     assert len(nudges) < 80  # about one every 10 minutes once backed off, not a flood
 

@@ -11,6 +11,7 @@ import codecs
 from dataclasses import dataclass
 
 import pyte
+from wcwidth import wcwidth
 
 from waaah_agent.core.escapes import for_pyte, split_incomplete
 
@@ -42,6 +43,8 @@ class Screen:
         self._stream = pyte.Stream(self._screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
+        self._lines: list[str] = [""] * rows  # rendered rows, refreshed only where pyte marks them dirty
+        self._screen.dirty.update(range(rows))
         self.errors = 0  # pyte failures survived (each one reset the screen)
 
     def feed(self, data: bytes) -> None:
@@ -57,6 +60,8 @@ class Screen:
 
     def resize(self, cols: int, rows: int) -> None:
         self._screen.resize(rows, cols)
+        self._lines = [""] * rows
+        self._screen.dirty.update(range(rows))
 
     def reset(self) -> None:
         """Forget everything (used after output was dropped under load)."""
@@ -68,8 +73,37 @@ class Screen:
         return self._screen.columns, self._screen.lines
 
     def view(self) -> ScreenView:
+        # Rendering all rows (pyte's ``display``) costs ~2 ms; most updates touch a few rows.
+        screen = self._screen
+        for y in screen.dirty:
+            if 0 <= y < len(self._lines):
+                self._lines[y] = self._render(y)
+        screen.dirty.clear()
         return ScreenView(
-            lines=tuple(self._screen.display),
+            lines=tuple(self._lines),
             title=str(self._screen.title or ""),
             cursor_row=int(self._screen.cursor.y),
         )
+
+    def _render(self, y: int) -> str:
+        """Row ``y`` as text, exactly as pyte's ``display`` renders it (wide chars once)."""
+        line = self._screen.buffer[y]
+        columns = self._screen.columns
+        cells = [" "] * columns
+        for x, char in line.items():
+            if x < columns:
+                cells[x] = char.data
+        text = "".join(cells)
+        if text.isascii():
+            return text
+        out: list[str] = []
+        skip_stub = False
+        for x in range(columns):
+            if skip_stub:
+                skip_stub = False
+                continue
+            data = line[x].data
+            if not data.isascii():
+                skip_stub = wcwidth(data[0]) == 2
+            out.append(data)
+        return "".join(out)

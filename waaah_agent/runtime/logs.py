@@ -23,6 +23,10 @@ from waaah_agent.core.textlog import LineCleaner
 log = logging.getLogger(__name__)
 
 BUFFER = 64 * 1024
+# Bytes per second turned into clean text lines (~60 ms of CPU per MB, so at most ~3 % of a
+# core). A flood beyond this (a dumped file, a build log) goes only to the lossless .cast,
+# and the .log says how much it left out.
+CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 
 
@@ -98,6 +102,9 @@ class SessionLogs:
         self._cleaner = LineCleaner()
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self._t0 = time.monotonic()
+        self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
+        self._cleaned = 0
+        self._skipped = 0
         self._cast_hold = ""
         self._cast_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         cols, rows = size
@@ -117,9 +124,21 @@ class SessionLogs:
         """Record agent output (called on the relay path: cheap, buffered)."""
         now = time.monotonic()
         self._cast_out(now, self._cast_decoder.decode(data))
+        if now >= self._window_end:
+            self._next_window(now)
+        if self._cleaned + len(data) > CLEAN_PER_SECOND:
+            self._skipped += len(data)
+            return
+        self._cleaned += len(data)
         for line in self._cleaner.feed(data, now):
             self.recent.append(self._redact(line))
             self._line(line)
+
+    def _next_window(self, now: float) -> None:
+        if self._skipped:
+            self._cleaner = LineCleaner()  # its half line and escape state are stale now
+            self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
+        self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
     def _cast_out(self, now: float, text: str, final: bool = False) -> None:
         # A secret can straddle two reads: hold back a tail shorter than the longest one.
@@ -142,6 +161,9 @@ class SessionLogs:
         self._text.write(f"{ts} {self._redact(text)}\n")
 
     def flush(self) -> None:
+        now = time.monotonic()
+        if self._skipped and now >= self._window_end:
+            self._next_window(now)
         for f in (self._text, self._cast):
             try:
                 f.flush()
@@ -150,6 +172,8 @@ class SessionLogs:
 
     def close(self) -> None:
         self._cast_out(time.monotonic(), self._cast_decoder.decode(b"", final=True), final=True)
+        if self._skipped:
+            self._next_window(time.monotonic())
         for line in self._cleaner.flush(time.monotonic()):
             self._line(line)
         self.flush()

@@ -9,17 +9,20 @@ so a quiet agent costs no CPU: the loop sleeps in ``select`` until something hap
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import select
 import selectors
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.delivery import Delivery, Observation, Phase
+from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT, Now, Nudger, PolicyConfig, StallWatch
 from waaah_agent.core.screen import Screen, ScreenView
 from waaah_agent.runtime.background import Mailbox
 from waaah_agent.runtime.child import AgentProcess, ExitStatus
@@ -32,8 +35,12 @@ log = logging.getLogger(__name__)
 
 CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
 SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
-SCREEN_BACKLOG = 512 * 1024  # beyond this much unprocessed output, keep only the tail
+SCREEN_BACKLOG = 32 * 1024  # beyond this much unprocessed output, keep only the tail (screens' worth)
+SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
+SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
+SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
 TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
+RELAY_READS = 16  # PTY reads per wake-up at most, before the loop looks at everything else
 FLUSH_EVERY = 1.0
 MENU_TIMEOUT = 20.0
 MENU = " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent "
@@ -56,6 +63,7 @@ class LoopConfig:
     initial_prompt: Delivery | None
     stop_grace: float = 5.0
     settle: float = 0.8  # the screen must be quiet this long before we type into it
+    policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling
 
 
 @dataclass
@@ -118,8 +126,17 @@ class Supervisor:
         self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.screen = Screen(*self.size)
         self.backlog = bytearray()
+        self.screen_not_before = 0.0  # the earliest next screen update (bounds pyte's share)
+        self.screen_todo = b""  # output taken from the backlog for the screen update in progress
+        self.screen_done = 0  # how much of it pyte has been fed
+        self.screen_work = 0.0  # seconds of pyte work spent on that update so far
         self.last_output = clock()
         self.delivery = cfg.initial_prompt
+        self.nudger = Nudger(cfg.policy) if cfg.policy else None
+        self.stall = StallWatch(cfg.policy) if cfg.policy else None
+        self.waits_in_flight: set[tuple[object, object]] = set()
+        self.last_user_input: float | None = None
+        self.last_view: ScreenView | None = None
         self.agent_state = "starting"
         self.menu_open = False
         self.stopping: str | None = None
@@ -130,34 +147,25 @@ class Supervisor:
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> Outcome:
-        wake_r, wake_w = os.pipe()
-        self._wake_r = wake_r
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
-        old_wakeup = signal.set_wakeup_fd(wake_w)
-        old_handlers = {s: signal.signal(s, _ignore_in_handler) for s in WATCHED_SIGNALS}
         sel = selectors.DefaultSelector()
-        try:
-            sel.register(self.child.fd, selectors.EVENT_READ, self._on_pty)
-            sel.register(wake_r, selectors.EVENT_READ, self._on_signal)
-            if self.cfg.interactive:
-                sel.register(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
-            if self.mailbox is not None:
-                sel.register(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
-            self.timers.set("flush", self.clock() + FLUSH_EVERY)
-            self._check_child()  # it may have died before the handlers were in place
-            while self.outcome is None:
-                self._iterate(sel)
-        finally:
-            sel.close()
-            if self.term is not None:
-                self._drain_terminal()
-                self.term.close()
-            signal.set_wakeup_fd(old_wakeup)
-            for signum, handler in old_handlers.items():
-                signal.signal(signum, handler)
-            os.close(wake_r)
-            os.close(wake_w)
+        with signal_pipe() as wake_r:
+            self._wake_r = wake_r
+            try:
+                sel.register(self.child.fd, selectors.EVENT_READ, self._on_pty)
+                sel.register(wake_r, selectors.EVENT_READ, self._on_signal)
+                if self.cfg.interactive:
+                    sel.register(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
+                if self.mailbox is not None:
+                    sel.register(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
+                self.timers.set("flush", self.clock() + FLUSH_EVERY)
+                self._check_child()  # it may have died before the handlers were in place
+                while self.outcome is None:
+                    self._iterate(sel)
+            finally:
+                sel.close()
+                if self.term is not None:
+                    self._drain_terminal()
+                    self.term.close()
         return self.outcome
 
     def _iterate(self, sel: selectors.BaseSelector) -> None:
@@ -180,19 +188,36 @@ class Supervisor:
         if mask & selectors.EVENT_WRITE:
             self.child.flush()
         if mask & selectors.EVENT_READ:
-            data = self.child.read()
+            # A PTY hands out ~4 KiB per read. Each read goes to the terminal at once; what
+            # the PTY has ready is read in the same wake-up and logged in one go.
+            data, batch = self.child.read(), []
+            while data:
+                self._show(data)
+                batch.append(data)
+                if len(batch) >= RELAY_READS or self.term and self.term.pending >= TERMINAL_HIGH_WATER:
+                    break
+                data = self.child.read()
+            if batch:
+                self._record(b"".join(batch))
             if data is None:
                 self._agent_gone()
-            elif data:
-                self._relay(data)
 
     def _relay(self, data: bytes) -> None:
+        self._show(data)
+        self._record(data)
+
+    def _show(self, data: bytes) -> None:
         if self.cfg.interactive:
             self._write_stdout(data)
+
+    def _record(self, data: bytes) -> None:
         self.logs.output(data)
         self.last_output = self.clock()
         self.backlog += data
-        self.timers.set_min("screen", self.last_output + SCREEN_DELAY)
+        if len(self.backlog) > 4 * SCREEN_BACKLOG:  # the screen model is far behind: bound memory
+            del self.backlog[:-SCREEN_BACKLOG]
+            self.screen.reset()
+        self.timers.set_min("screen", max(self.last_output + SCREEN_DELAY, self.screen_not_before))
 
     def _write_stdout(self, data: bytes) -> None:
         if self.term is None:
@@ -227,24 +252,49 @@ class Supervisor:
 
     # -- the screen, detection, delivery -------------------------------------------------
     def _timer_screen(self) -> None:
-        if len(self.backlog) > SCREEN_BACKLOG:
-            # A binary blast or a huge dump: the screen model only needs the recent past.
-            del self.backlog[:-SCREEN_BACKLOG]
-            self.screen.reset()
-        self.screen.feed(bytes(self.backlog))
-        self.backlog.clear()
-        self._observe(self.screen.view())
+        """Bring the screen model up to date, in slices that never hold up the relay for long.
+
+        pyte costs 1-5 s of CPU per MB. It is fed in small pieces; after SCREEN_SLICE of work
+        the loop serves the PTY and stdin before going on, and under sustained output updates
+        are spaced out so that pyte takes at most SCREEN_SHARE of the time.
+        """
+        started = time.perf_counter()
+        if not self.screen_todo:
+            if len(self.backlog) > SCREEN_BACKLOG:
+                # A flood or a huge dump: the screen model only needs the recent past.
+                del self.backlog[:-SCREEN_BACKLOG]
+                self.screen.reset()
+            self.screen_todo, self.screen_done, self.screen_work = bytes(self.backlog), 0, 0.0
+            self.backlog.clear()
+        todo = self.screen_todo
+        while self.screen_done < len(todo):
+            self.screen.feed(todo[self.screen_done : self.screen_done + SCREEN_PIECE])
+            self.screen_done += SCREEN_PIECE
+            if self.screen_done < len(todo) and time.perf_counter() - started > SCREEN_SLICE:
+                self.screen_work += time.perf_counter() - started
+                self.timers.set("screen", self.clock())  # go on after the next select
+                return
+        self.screen_todo = b""
+        view = self.screen.view()
+        self.screen_work += time.perf_counter() - started
+        self.screen_not_before = self.clock() + self.screen_work * (1 / SCREEN_SHARE - 1)
+        self._observe(view)
 
     def _observe(self, view: ScreenView) -> None:
         adapter, now = self.cfg.adapter, self.clock()
         label, evidence = classify(adapter, view)
+        self.last_view = view
         if label != self.agent_state:
             self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
+            if self.nudger is not None and self.agent_state == "busy" and label == "ready":
+                self.nudger.turn_ended(now)
             self.agent_state = label
         if label == "login" and self.stopping is None:
             self._login_required()
             return
+        self._check_stall(now, label, view)
         if self.delivery is None or self.delivery.done:
+            self._maybe_nudge(now, label, adapter.input_is_empty(view))
             return
         quiet_for = now - self.last_output
         if self.delivery.phase is Phase.WAITING and quiet_for < self.cfg.settle:
@@ -273,6 +323,48 @@ class Supervisor:
         if deadline is not None:
             self.timers.set_min("screen", deadline)
 
+    def _maybe_nudge(self, now: float, label: str, input_empty: bool) -> None:
+        if self.nudger is None or self.stopping is not None:
+            return
+        facts = Now(
+            time=now,
+            state=label,
+            input_empty=input_empty,
+            wait_in_flight=bool(self.waits_in_flight),
+            last_activity=max(self.last_output, self.last_user_input or 0.0),
+            last_user_input=self.last_user_input,
+            workflow_delivered=self.state.workflow_delivered,
+            delivering=self.delivery is not None and not self.delivery.done,
+        )
+        kind = self.nudger.decide(facts)
+        if kind is None:
+            if label == "ready":
+                self.timers.set_min("screen", self.nudger.next_check(facts))
+            return
+        text = CONTINUE_PROMPT if kind == "continue" else HEARTBEAT_PROMPT
+        why = "the turn ended outside wait_for_prompt" if kind == "continue" else "idle at the prompt"
+        self.session.event("nudge", kind=kind, reason=why, next_gap=self.nudger.gap)
+        self.logs.notice(f"{kind} prompt: {why}")
+        self.delivery = Delivery(kind, text, enter_delay=self.cfg.adapter.enter_delay)
+        self.timers.set_min("screen", now)
+
+    def _check_stall(self, now: float, label: str, view: ScreenView) -> None:
+        if self.stall is None or self.stopping is not None:
+            return
+        verdict = self.stall.observe(now, label == "busy", view.text(), bool(self.waits_in_flight))
+        if label == "busy":
+            self.timers.set_min("stall", now + 30.0)
+        if verdict == "esc":
+            self.session.event("stall", action="esc", minutes=self.stall.config.stall_timeout / 60)
+            self.logs.notice("busy with nothing changing: sending Esc")
+            self.child.queue(b"\x1b")
+        elif verdict == "restart":
+            self._stop("stalled", "still stalled after Esc: restarting the agent")
+
+    def _timer_stall(self) -> None:
+        if self.last_view is not None:
+            self._observe(self.screen.view())
+
     def _login_required(self) -> None:
         adapter = self.cfg.adapter
         self._stop("login", f"{adapter.name} requires login. Run: {adapter.login_hint or adapter.binary}")
@@ -290,6 +382,7 @@ class Supervisor:
 
     def _user_input(self, data: bytes) -> None:
         """Forward keys byte for byte, except Ctrl+C (the menu) and keys meant for the menu."""
+        self.last_user_input = self.clock()
         while data:
             if self.menu_open:
                 data = self._menu_key(data)
@@ -370,6 +463,14 @@ class Supervisor:
                 continue
             fields = {k: v for k, v in record.items() if k not in ("source", "event", "ts")}
             self.session.event(f"mcp-{record.get('event', 'unknown')}", **fields)
+            if record.get("tool") == "wait_for_prompt":
+                key = (record.get("pid"), record.get("call_id"))
+                if record.get("event") == "tool_start":
+                    self.waits_in_flight.add(key)
+                    if self.nudger is not None:
+                        self.nudger.saw_wait()
+                else:
+                    self.waits_in_flight.discard(key)
             if record.get("outcome") == "evict":
                 self._evicted(str(record.get("evict_action") or "SHUTDOWN"))
 
@@ -377,7 +478,7 @@ class Supervisor:
         if action == "SHUTDOWN":
             self._stop("evict", "the WAAAH server evicted this agent (SHUTDOWN)")
         else:
-            self.logs.notice(f"the WAAAH server asked for {action}; the agent stays up")
+            self._stop("restart", f"the WAAAH server evicted this agent ({action})")
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:
@@ -490,3 +591,41 @@ def _interest(sel: selectors.BaseSelector, fd: int, events: int, callback: Calla
 
 def _ignore_in_handler(signum: int, frame: object) -> None:
     """The wake-up fd carries the signal number to the loop; the handler does nothing."""
+
+
+@contextlib.contextmanager
+def signal_pipe() -> Iterator[int]:
+    """Route the watched signals to a pipe (yielded: its read end); restore everything after."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    old_wakeup = signal.set_wakeup_fd(wake_w)
+    old_handlers = {s: signal.signal(s, _ignore_in_handler) for s in WATCHED_SIGNALS}
+    try:
+        yield wake_r
+    finally:
+        signal.set_wakeup_fd(old_wakeup)
+        for signum, handler in old_handlers.items():
+            signal.signal(signum, handler)
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+def wait_interruptibly(seconds: float, stdin_fd: int | None) -> str | None:
+    """Sleep ``seconds`` unless a stop signal or Ctrl+C comes first; return what came."""
+    deadline = time.monotonic() + seconds
+    with signal_pipe() as wake_r:
+        fds = [wake_r] if stdin_fd is None else [wake_r, stdin_fd]
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(fds, [], [], left)
+            if wake_r in ready:
+                for signum in os.read(wake_r, 512):
+                    if signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                        return f"received {signal.Signals(signum).name}"
+            if stdin_fd is not None and stdin_fd in ready:
+                keys = os.read(stdin_fd, 1024)
+                if not keys:
+                    return "the terminal closed"
+                if any(seq in keys for seq in CTRL_C):
+                    return "Ctrl+C"
+    return None

@@ -7,11 +7,14 @@ the loop, and writes down how it ended. Errors a user can act on are raised as
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import random
 import shlex
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,15 +23,25 @@ from pathlib import Path
 
 from waaah_agent import adapters
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.backoff import BackoffConfig, RestartDecision, Restarts
 from waaah_agent.core.delivery import Delivery
+from waaah_agent.core.policy import CONTINUE_PROMPT, PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.errors import AgentFailed, CliNotFound, LoginRequired, SessionNotFound, UsageError
+from waaah_agent.core.tokens import UsageCounter
+from waaah_agent.errors import (
+    AgentFailed,
+    CliNotFound,
+    LoginRequired,
+    RestartBudgetExhausted,
+    SessionNotFound,
+    UsageError,
+)
 from waaah_agent.runtime import mcp_setup
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
-from waaah_agent.runtime.loop import LoopConfig, Outcome, Supervisor
+from waaah_agent.runtime.loop import LoopConfig, Outcome, Supervisor, wait_interruptibly
 from waaah_agent.runtime.mcp_setup import McpPlan
 from waaah_agent.runtime.store import (
     CorruptSession,
@@ -50,6 +63,8 @@ class AgentOptions:
     workspace: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     stop_grace: float = 5.0
+    policy: PolicyConfig | None = field(default_factory=PolicyConfig)
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
     server: str | None = None
     api_key: str | None = None
     no_mcp: bool = False
@@ -230,29 +245,12 @@ def supervise(
     console: Console,
     plan: McpPlan,
 ) -> int:
+    """Run the agent, restarting it after crashes and stalls, until the session really ends."""
     workspace = Path(state.workspace)
-    native_resume = resumed and adapter.transcript(env, workspace, state.native_session_id) is not None
-    argv = adapter.argv(binary, state.native_session_id, native_resume, [*plan.extra_args, *opts.extra_args])
     env.update(WAAAH_SESSION_ID=state.id, WAAAH_INBOX=str(session.inbox))
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
     redactor = Redactor(known_secrets(env))
     logs = SessionLogs(workspace / ".waaah" / "logs", adapter.name, size, redactor)
-    first = None if native_resume else Delivery("workflow", workflow.text, enter_delay=adapter.enter_delay)
-    child = AgentProcess.spawn(argv, cwd=str(workspace), env=env, size=size)
-    state.argv = [redactor(a) for a in argv]
-    state.status, state.exit_code = "running", None
-    state.log_path, state.cast_path = str(logs.text_path), str(logs.cast_path)
-    state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
-    session.save(state)
-    session.event("start", argv=state.argv, pid=child.pid, resumed=resumed, native_resume=native_resume)
-    logs.notice(f"started {shlex.join(state.argv)} (pid {child.pid}) in {workspace}")
-    if not console.interactive:
-        console.say(
-            f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {logs.text_path}"
-        )
-    cfg = LoopConfig(
-        adapter=adapter, interactive=console.interactive, initial_prompt=first, stop_grace=opts.stop_grace
-    )
     mailbox = Mailbox()
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()
@@ -263,28 +261,27 @@ def supervise(
         )
         watch.last_health = plan.health
         watch.start()
-    sup = Supervisor(
-        cfg,
-        child,
-        session,
-        state,
-        logs,
-        stdin_fd=sys.stdin.fileno(),
-        stdout_fd=sys.stdout.fileno(),
-        notify=console.say,
-        mailbox=mailbox,
-        inbox=inbox,
-    )
+    restarts = Restarts(opts.backoff)
+    run = Run(opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox)
     try:
-        if console.interactive:
-            with raw_mode(sys.stdin.fileno()):
-                outcome = sup.run()
-        else:
-            outcome = sup.run()
+        with raw_mode(sys.stdin.fileno()) if console.interactive else contextlib.nullcontext():
+            while True:
+                restarts.on_start(time.monotonic())
+                outcome = run.once(resumed, redactor)
+                decision = restart_decision(outcome, restarts)
+                if decision is None:
+                    break
+                if not decision.restart:
+                    outcome = Outcome("gave-up", outcome.status, decision.reason)
+                    break
+                interrupted = announce_and_wait(adapter, outcome, decision, state, session, logs, console)
+                if interrupted:
+                    outcome = Outcome(
+                        "user" if interrupted == "Ctrl+C" else "signal", outcome.status, interrupted
+                    )
+                    break
+                resumed = True
     finally:
-        if child.alive():  # an exception escaped the loop: never leave the agent behind
-            child.signal_group(9)
-        child.close()
         if watch is not None:
             watch.stop()
         inbox.stop()
@@ -292,6 +289,131 @@ def supervise(
         state.output_tail = list(logs.recent)
         logs.close()
     return finish(outcome, adapter, state, session, opts, console)
+
+
+@dataclass
+class Run:
+    """Everything one start of the agent needs; :meth:`once` runs it to its end."""
+
+    opts: AgentOptions
+    adapter: Adapter
+    binary: str
+    env: dict[str, str]
+    workflow: Workflow
+    session: SessionDir
+    state: SessionState
+    console: Console
+    plan: McpPlan
+    logs: SessionLogs
+    size: tuple[int, int]
+    mailbox: Mailbox
+    inbox: Inbox
+
+    def once(self, resumed: bool, redactor: Redactor) -> Outcome:
+        adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
+        native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
+        extra = [*self.plan.extra_args, *self.opts.extra_args]
+        argv = adapter.argv(self.binary, state.native_session_id, native, extra)
+        if native and state.workflow_delivered:
+            first = Delivery("continue", CONTINUE_PROMPT, enter_delay=adapter.enter_delay)
+        else:
+            first = Delivery("workflow", self.workflow.text, enter_delay=adapter.enter_delay)
+        child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
+        state.argv = [redactor(a) for a in argv]
+        state.status, state.exit_code = "running", None
+        state.log_path, state.cast_path = str(self.logs.text_path), str(self.logs.cast_path)
+        state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
+        self.session.save(state)
+        self.session.event("start", argv=state.argv, pid=child.pid, resumed=resumed, native_resume=native)
+        self.logs.notice(f"started {shlex.join(state.argv)} (pid {child.pid}) in {workspace}")
+        if not self.console.interactive:
+            self.console.say(
+                f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {self.logs.text_path}"
+            )
+        cfg = LoopConfig(
+            adapter=adapter,
+            interactive=self.console.interactive,
+            initial_prompt=first,
+            stop_grace=self.opts.stop_grace,
+            policy=self.opts.policy,
+        )
+        sup = Supervisor(
+            cfg,
+            child,
+            self.session,
+            state,
+            self.logs,
+            stdin_fd=sys.stdin.fileno(),
+            stdout_fd=sys.stdout.fileno(),
+            notify=self.console.say,
+            mailbox=self.mailbox,
+            inbox=self.inbox,
+        )
+        try:
+            return sup.run()
+        finally:
+            if child.alive():  # an exception escaped the loop: never leave the agent behind
+                child.signal_group(9)
+            child.close()
+            self.update_tokens()
+
+    def update_tokens(self) -> None:
+        """Token totals from the CLI's own transcript (never from the screen)."""
+        counter = token_counter(self.adapter.name)
+        path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
+        if counter is None or path is None:
+            return
+        try:
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                usage = counter.feed(fh)
+        except OSError as err:
+            self.logs.notice(f"could not read the transcript {path}: {err}")
+            return
+        self.state.tokens = {"input": usage.input, "output": usage.output, "cached": usage.cached}
+        self.session.save(self.state)
+        self.session.event("tokens", source=str(path), **self.state.tokens)
+        self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
+
+
+def token_counter(agent: str) -> UsageCounter | None:
+    if agent == "claude":
+        return UsageCounter(cli="claude")
+    if agent == "gemini":
+        return UsageCounter(cli="gemini")
+    return None  # no transcript format we know: no made-up numbers
+
+
+def tokens_line(tokens: dict[str, int]) -> str:
+    return f"input {tokens.get('input', 0):,}, output {tokens.get('output', 0):,}, cached {tokens.get('cached', 0):,}"
+
+
+def restart_decision(outcome: Outcome, restarts: Restarts) -> RestartDecision | None:
+    """None when the run ended for good; else whether (and when) to start the agent again."""
+    crashed = outcome.reason == "agent-exit" and (outcome.status is None or not outcome.status.ok)
+    if not crashed and outcome.reason not in ("stalled", "restart"):
+        return None  # a clean exit (the user's own /quit), a stop, a login, an eviction
+    return restarts.on_exit(time.monotonic(), random.random())
+
+
+def announce_and_wait(
+    adapter: Adapter,
+    outcome: Outcome,
+    decision: RestartDecision,
+    state: SessionState,
+    session: SessionDir,
+    logs: SessionLogs,
+    console: Console,
+) -> str | None:
+    """Record the restart, say so, and wait out the backoff; return why the wait was cut short."""
+    why = outcome.detail or (outcome.status.describe() if outcome.status else "it vanished")
+    state.restarts += 1
+    state.status = "restarting"
+    session.save(state)
+    session.event("restart", after=why, delay=round(decision.delay, 2), reason=decision.reason)
+    message = f"{adapter.name} stopped ({why}); restarting in {decision.delay:.1f}s ({decision.reason})"
+    logs.notice(message)
+    console.say(f"\r[waaah] {message}; Ctrl+C to stop" if console.interactive else f"[waaah] {message}")
+    return wait_interruptibly(decision.delay, sys.stdin.fileno() if console.interactive else None)
 
 
 def finish(
@@ -307,6 +429,8 @@ def finish(
     resume_cmd = resume_command(opts, state)
     if outcome.reason == "login":
         state.status = "login-required"
+    elif outcome.reason == "gave-up":
+        state.status = "failed"
     elif outcome.reason == "evict":
         state.status = "evicted"
     elif outcome.reason == "agent-exit":
@@ -317,8 +441,20 @@ def finish(
     session.event(
         "end", reason=outcome.reason, detail=outcome.detail, exit=status.describe() if status else None
     )
+    if console.interactive:
+        console.say("")  # after the state is safe: our lines start below the agent's screen
+    if token_counter(adapter.name) is not None:
+        console.say(
+            f"Tokens this session: {tokens_line(state.tokens)} (from {adapter.name}'s own transcript)"
+        )
     if outcome.reason == "login":
         raise LoginRequired(outcome.detail)
+    if outcome.reason == "gave-up":
+        how = outcome.status.describe() if outcome.status else "an unknown status"
+        raise RestartBudgetExhausted(
+            f"{adapter.name} keeps stopping (last: {how}); {outcome.detail}. "
+            f"See {state.log_path}. Session {state.id} saved. Resume with: {resume_cmd}"
+        )
     if outcome.reason == "agent-exit":
         how = status.describe() if status else "an unknown status"
         if status is None or not status.ok:
@@ -342,8 +478,21 @@ def default_console() -> Console:
     interactive = is_interactive(sys.stdin.fileno(), sys.stdout.fileno())
 
     def say(message: str) -> None:
-        stream = sys.stderr if interactive else sys.stdout
-        print(message, file=stream, flush=True)
+        if not interactive:
+            print(message, flush=True)
+            return
+        # Never block on a terminal that is not reading: the line is in the log anyway.
+        try:
+            fd = os.open(os.ttyname(sys.stderr.fileno()), os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            print(message, file=sys.stderr, flush=True)
+            return
+        try:
+            os.write(fd, (message + "\r\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     return Console(interactive=interactive, ask=input, say=say)
 

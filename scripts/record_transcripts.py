@@ -1,0 +1,151 @@
+"""Re-record the real CLI transcripts used as token-usage fixtures, from the pinned versions.
+
+    .venv/bin/python scripts/record_transcripts.py [gemini|claude]   (default: both)
+
+For each CLI it starts the fake model API (tests/doubles/fake_model.py) with fixed token numbers
+per reply, runs the installed CLI in a PTY with a throwaway HOME and does two turns: a plain text
+reply, then a turn where the model calls ``wait_for_prompt`` (tests/doubles/slow_mcp.py) and
+answers after the result. So each session makes three model calls. After the CLI exits, the
+session file it wrote is copied to ``tests/fixtures/transcripts/<cli>-<version>.jsonl`` with the
+throwaway paths replaced by neutral ones (see NEUTRAL).
+
+Where the files are:
+
+* claude: ``$HOME/.claude/projects/<cwd with non-alphanumerics as ->/<session uuid>.jsonl``
+* gemini: ``$HOME/.gemini/tmp/<project short name>/chats/session-<date>-<id8>.jsonl``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a plain script from the repository root
+
+from tests.doubles.cli_homes import (  # noqa: E402
+    IDLE_CHECKS,
+    CliPty,
+    Rendered,
+    claude_env,
+    cli_bin,
+    cli_version,
+    gemini_env,
+    slow_mcp_server,
+)
+from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall, Usage  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
+
+#: Token numbers the fake model reports for every reply (tests/unit/test_tokens.py relies on them).
+USAGE = Usage(input_tokens=1200, output_tokens=34)
+#: Model calls in one recorded session: one for the first turn, two for the tool turn.
+MODEL_CALLS = 3
+
+FIRST_PROMPT = "FIRST-MARKER say hello"
+FIRST_REPLY = "Hello from the fake model."
+TOOL_PROMPT = "TOOL-MARKER wait for the next task"
+TOOL_REPLY = "Back from wait_for_prompt."
+QUIT = {"gemini": "/quit", "claude": "/exit"}
+
+#: Neutral stand-ins for the throwaway directories, applied longest first.
+NEUTRAL = {"ws": "/home/user/project", "home": "/home/user", "": "/tmp/recording"}
+
+
+def model_rules() -> list[Rule]:
+    """A plain text answer, and one wait_for_prompt round trip followed by a text answer."""
+    return [
+        Rule(marker="FIRST-MARKER", reply=Text(FIRST_REPLY)),
+        Rule(
+            marker="TOOL-MARKER",
+            reply=[ToolCall("wait_for_prompt", {"agentId": "recorder", "timeout": 290}), Text(TOOL_REPLY)],
+        ),
+    ]
+
+
+def replied(reply: str, idle: Callable[[Rendered], bool]) -> Callable[[Rendered], bool]:
+    """A check: ``reply`` is on screen and the CLI is idle again."""
+    return lambda screen: reply in screen.text and idle(screen)
+
+
+def session_file(cli: str, home: Path) -> Path:
+    """The one session file the CLI wrote under ``home``."""
+    if cli == "gemini":
+        found = sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+    else:
+        found = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one {cli} session file under {home}, found {found}")
+    return found[0]
+
+
+def _dashed(path: str) -> str:
+    """claude's project directory name for a workspace path."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
+def neutralise(text: str, root: Path) -> str:
+    """Replace the throwaway paths (also in their JSON-escaped and claude's dashed forms)."""
+    for sub, neutral in NEUTRAL.items():
+        real = str(root / sub) if sub else str(root)
+        for old, new in ((real, neutral), (_dashed(real), _dashed(neutral))):
+            text = text.replace(old, new)
+            text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
+    return text
+
+
+def record(cli: str) -> Path:
+    """Run two turns of ``cli`` and save its session file as a fixture; returns the fixture path."""
+    version = cli_version(cli)
+    out = FIXTURES / f"{cli}-{version}.jsonl"
+    root = Path(tempfile.mkdtemp(prefix="waaah-rec-")).resolve()
+    try:
+        ws = root / "ws"
+        ws.mkdir()
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        mcp = {"waaah": slow_mcp_server(0.5)}
+        with FakeModel(model_rules(), usage=USAGE) as fake:
+            if cli == "gemini":
+                env = gemini_env(root / "home", fake.url, mcp_servers=mcp)
+            else:
+                env = claude_env(root / "home", fake.url, ws, mcp_servers=mcp)
+            idle = IDLE_CHECKS[cli]
+            with CliPty([str(cli_bin(cli))], env, ws) as pty:
+                pty.wait(idle, "idle")
+                pty.settle()
+                for prompt, reply in ((FIRST_PROMPT, FIRST_REPLY), (TOOL_PROMPT, TOOL_REPLY)):
+                    pty.paste(prompt)
+                    pty.enter()
+                    pty.wait(replied(reply, idle), f"reply {reply!r}")
+                    pty.settle()
+                pty.keys(QUIT[cli])
+                pty.enter()
+                pty.wait_exit()
+        text = neutralise(session_file(cli, root / "home").read_text(encoding="utf-8"), root)
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(f"{cli} {version} -> {out.relative_to(REPO)} ({len(text.splitlines())} lines)")
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: record the named CLI, or both."""
+    parser = argparse.ArgumentParser(description="Re-record real CLI transcripts as token fixtures.")
+    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    args = parser.parse_args(argv)
+    for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
+        record(cli)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

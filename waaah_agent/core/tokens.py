@@ -1,0 +1,159 @@
+"""Token usage read from the CLIs' own session records (not from what they draw on screen).
+
+Pure: the caller reads the files and passes their lines.
+
+Where the records are and what :class:`Usage` takes from them:
+
+* claude (``~/.claude/projects/<cwd, non-alphanumerics as ->/<session uuid>.jsonl``): each
+  ``"type": "assistant"`` record has the API's ``message.usage``. One API message can be split
+  over several records (one per content block, all with the same ``message.id``), so each message
+  counts once, from its latest record. ``input = input_tokens + cache_read_input_tokens +
+  cache_creation_input_tokens`` (the API's ``input_tokens`` leaves out the cached parts),
+  ``cached = cache_read_input_tokens``, ``output = output_tokens``.
+* gemini (``~/.gemini/tmp/<project>/chats/session-<date>-<id8>.jsonl``): the file is a log of
+  records; a message record (``"type": "gemini"`` for the model) is written again, with the same
+  ``id``, when it changes (e.g. once its tool calls are attached), and ``{"$set": {"messages":
+  [...]}}`` records carry whole lists. Each message counts once, from its latest record. Its
+  ``tokens`` are the API's usage metadata: ``input`` = promptTokenCount (cached tokens included),
+  ``cached`` = cachedContentTokenCount, ``thoughts``, ``tool`` = toolUsePromptTokenCount, ``output``
+  = candidatesTokenCount. So ``input = input + tool``, ``cached = cached``, ``output = output +
+  thoughts``. ``$rewindTo`` records drop messages from the conversation, but their tokens were
+  spent, so they stay counted.
+
+Either way ``input`` is every prompt token the model read (``cached`` of them from a cache) and
+``output`` every token it produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Cli = Literal["claude", "gemini"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts: prompt tokens read (``cached`` of them from a cache) and tokens produced."""
+
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input + other.input, self.output + other.output, self.cached + other.cached)
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.input - other.input, self.output - other.output, self.cached - other.cached)
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer from a JSON value; anything else counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return max(0, int(value))
+
+
+def _records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def _claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+    if record.get("type") != "assistant":
+        return
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return
+    key = message.get("id") or record.get("requestId") or record.get("uuid")
+    if not isinstance(key, str) or not key:
+        return
+    read = _count(usage.get("cache_read_input_tokens"))
+    created = _count(usage.get("cache_creation_input_tokens"))
+    yield (
+        key,
+        Usage(
+            input=_count(usage.get("input_tokens")) + read + created,
+            output=_count(usage.get("output_tokens")),
+            cached=read,
+        ),
+    )
+
+
+def _gemini_message(message: Any) -> tuple[str, Usage] | None:
+    if not isinstance(message, dict) or message.get("type") != "gemini":
+        return None
+    tokens = message.get("tokens")
+    key = message.get("id")
+    if not isinstance(tokens, dict) or not isinstance(key, str) or not key:
+        return None
+    return key, Usage(
+        input=_count(tokens.get("input")) + _count(tokens.get("tool")),
+        output=_count(tokens.get("output")) + _count(tokens.get("thoughts")),
+        cached=_count(tokens.get("cached")),
+    )
+
+
+def _gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+    changes = record.get("$set")
+    messages = changes.get("messages") if isinstance(changes, dict) else [record]
+    if not isinstance(messages, list):
+        return
+    for message in messages:
+        entry = _gemini_message(message)
+        if entry is not None:
+            yield entry
+
+
+_ENTRIES = {"claude": _claude_entries, "gemini": _gemini_entries}
+
+
+@dataclass
+class UsageCounter:
+    """Running token totals of one CLI's session file, fed its lines as the file grows.
+
+    Messages are told apart by id across calls, so feeding a message's record again (or a later,
+    updated record of it) replaces its earlier numbers instead of adding to them. Feed whole lines
+    only: keep a trailing line without its newline back until it is complete."""
+
+    cli: Cli
+    total: Usage = Usage()
+    _seen: dict[str, Usage] = field(default_factory=dict, repr=False)
+
+    def feed(self, lines: Iterable[str]) -> Usage:
+        """Take more lines; returns the totals so far. Malformed or unrelated lines are skipped."""
+        entries = _ENTRIES[self.cli]
+        for record in _records(lines):
+            for key, usage in entries(record):
+                previous = self._seen.get(key)
+                self._seen[key] = usage
+                self.total = self.total + usage - (previous or Usage())
+        return self.total
+
+    @property
+    def messages(self) -> int:
+        """How many distinct model messages were counted."""
+        return len(self._seen)
+
+
+def claude_usage(lines: Iterable[str]) -> Usage:
+    """Total token usage of a claude transcript (JSONL lines)."""
+    return UsageCounter("claude").feed(lines)
+
+
+def gemini_usage(lines: Iterable[str]) -> Usage:
+    """Total token usage of a gemini session file (JSONL lines)."""
+    return UsageCounter("gemini").feed(lines)

@@ -1,0 +1,131 @@
+"""`waaah sessions` and `waaah status`: what each supervised session is doing, from its files."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from waaah_agent.runtime.store import SessionStore
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    id: str
+    agent: str
+    status: str
+    live: bool  # a supervisor holds the session's lock right now
+    agent_state: str  # the last state the detector recorded
+    last_activity: str  # time of the last event
+    restarts: int
+    tokens: dict[str, int]
+    native_session_id: str
+    log_path: str
+    last_event: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def is_live(folder: Path) -> bool:
+    """True while a supervisor holds the lock (the kernel drops it when that process dies)."""
+    try:
+        fd = os.open(folder / "lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 64 * 1024))
+            lines = fh.read().splitlines()[-limit:]
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def reports(workspace: Path) -> list[SessionReport]:
+    store = SessionStore(workspace / ".waaah" / "sessions")
+    found = []
+    for state in store.all_states():
+        folder = store.root / state.id
+        events = last_events(folder / "events.jsonl")
+        states = [e for e in events if e.get("event") == "state"]
+        last = events[-1] if events else {}
+        found.append(
+            SessionReport(
+                id=state.id,
+                agent=state.agent,
+                status=state.status if is_live(folder) or state.status != "running" else "supervisor gone",
+                live=is_live(folder),
+                agent_state=str(states[-1].get("state")) if states else "unknown",
+                last_activity=_when(last.get("ts")),
+                restarts=state.restarts,
+                tokens=dict(state.tokens),
+                native_session_id=state.native_session_id,
+                log_path=state.log_path,
+                last_event=_describe(last),
+            )
+        )
+    return sorted(found, key=lambda r: r.last_activity, reverse=True)
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, (int, float)):
+        return ""
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def _describe(event: dict[str, Any]) -> str:
+    if not event:
+        return ""
+    details = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("ts", "event", "evidence", "argv"))
+    return f"{event.get('event')}: {details}"[:120]
+
+
+def table(rows: list[SessionReport]) -> str:
+    if not rows:
+        return "no sessions in this workspace"
+    lines = [
+        f"{'SESSION':<38} {'AGENT':<9} {'STATUS':<16} {'STATE':<9} {'RESTARTS':>8} {'TOKENS in/out':>16}  LAST ACTIVITY"
+    ]
+    for r in rows:
+        tokens = f"{r.tokens.get('input', 0)}/{r.tokens.get('output', 0)}"
+        status = f"{r.status}{' (live)' if r.live else ''}"
+        lines.append(
+            f"{r.id:<38} {r.agent:<9} {status:<16} {r.agent_state:<9} {r.restarts:>8} {tokens:>16}  {r.last_activity}"
+        )
+    return "\n".join(lines)
+
+
+def detail(r: SessionReport) -> str:
+    return "\n".join(
+        [
+            f"session      {r.id} ({'live' if r.live else 'not running'})",
+            f"agent        {r.agent} (its own session id {r.native_session_id})",
+            f"status       {r.status}; screen state {r.agent_state}",
+            f"restarts     {r.restarts}",
+            f"tokens       input {r.tokens.get('input', 0):,}, output {r.tokens.get('output', 0):,}, "
+            f"cached {r.tokens.get('cached', 0):,}",
+            f"last event   {r.last_activity} {r.last_event}",
+            f"log          {r.log_path}",
+        ]
+    )
