@@ -127,6 +127,7 @@ def agent(
         api_key=api_key,
         no_mcp=no_mcp,
         server_check_every=float(os.environ.get("WAAAH_SERVER_CHECK_SECONDS") or 30),
+        limit_margin=float(os.environ.get("WAAAH_LIMIT_MARGIN_SECONDS") or 60),
         policy=None
         if no_nudge
         else PolicyConfig(

@@ -153,6 +153,9 @@ class Sim:
             sys.stdout.write("FLOOD DONE\r\n")
             sys.stdout.flush()
             return None
+        if text.startswith("/limit"):  # a usage-limit banner, as the real CLIs print one
+            self.history.append("SIMULATED usage limit reached · " + text[len("/limit") :].strip())
+            return None
         if text == "/size":
             cols, rows = shutil.get_terminal_size((0, 0))
             self.history.append(f"SIZE={cols}x{rows}")

@@ -454,3 +454,19 @@ def test_sessions_and_status_show_a_live_session(workspace, fake_home):
     assert save_and_exit(child) == 0
     after = json.loads(ask("status").stdout)
     assert after[0]["live"] is False and after[0]["status"] == "stopped"
+
+
+def test_a_usage_limit_is_waited_out_then_the_agent_continues(workspace, fake_home):
+    env = sim_env(fake_home, WAAAH_LIMIT_MARGIN_SECONDS="1")
+    child = start_and_deliver(workspace, env, nudge=True)
+    native = state(workspace)["native_session_id"]
+    typed(child, "/limit try again in 3 seconds")
+    pump_until(child, lambda: state(workspace)["limit_until"], 10)
+    limit = [e for e in events(workspace) if e["event"] == "limit"][0]
+    assert limit["how"].startswith("parsed") and "try again in 3 seconds" in limit["banner"]
+    started = time.monotonic()
+    # Nothing is typed while the limit lasts; then the agent is asked to carry on.
+    pump_until(child, lambda: CONTINUE_PROMPT in sim_messages(workspace, native), 30)
+    assert time.monotonic() - started >= 2.5
+    assert state(workspace)["limit_until"] == ""
+    assert save_and_exit(child) == 0

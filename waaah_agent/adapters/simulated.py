@@ -33,6 +33,8 @@ ADAPTER = Adapter(
         title_busy=re.compile(r"^✦"),
         dialog=re.compile(r"Allow this action\? \(y/n\)"),
         login=re.compile(r"SIMULATED: login required"),
+        limit=re.compile(r"^SIMULATED usage limit reached[^\n]*", re.MULTILINE),
+        dialog_rows=200,  # its short history sits at the top of the screen
     ),
     enter_delay=0.2,
     fresh_args=lambda sid: ["-m", "waaah_agent.simulated", "--session-id", sid],

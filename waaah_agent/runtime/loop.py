@@ -19,8 +19,10 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core import limits
 from waaah_agent.core.delivery import Delivery, Observation, Phase
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT, Now, Nudger, PolicyConfig, StallWatch
 from waaah_agent.core.screen import Screen, ScreenView
@@ -64,6 +66,7 @@ class LoopConfig:
     stop_grace: float = 5.0
     settle: float = 0.8  # the screen must be quiet this long before we type into it
     policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling
+    limit_margin: float = 60.0  # seconds added to a usage limit's stated reset time
 
 
 @dataclass
@@ -137,6 +140,8 @@ class Supervisor:
         self.waits_in_flight: set[tuple[object, object]] = set()
         self.last_user_input: float | None = None
         self.last_view: ScreenView | None = None
+        self.limit_deadline: float | None = None  # monotonic time a usage limit ends
+        self.limit_banner: str | None = None  # the banner already handled
         self.agent_state = "starting"
         self.menu_open = False
         self.stopping: str | None = None
@@ -158,6 +163,7 @@ class Supervisor:
                 if self.mailbox is not None:
                     sel.register(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
                 self.timers.set("flush", self.clock() + FLUSH_EVERY)
+                self.resume_limit()
                 self._check_child()  # it may have died before the handlers were in place
                 while self.outcome is None:
                     self._iterate(sel)
@@ -282,7 +288,9 @@ class Supervisor:
 
     def _observe(self, view: ScreenView) -> None:
         adapter, now = self.cfg.adapter, self.clock()
-        label, evidence = classify(adapter, view)
+        self._check_limit(now, view)
+        # A banner already waited out stays on the screen for a while: it is history then.
+        label, evidence = classify(adapter, view, limits=self.limit_deadline is not None)
         self.last_view = view
         if label != self.agent_state:
             self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
@@ -292,6 +300,8 @@ class Supervisor:
         if label == "login" and self.stopping is None:
             self._login_required()
             return
+        if self.limit_deadline is not None:
+            return  # waiting out a usage limit: no prompts, no stall handling
         self._check_stall(now, label, view)
         if self.delivery is None or self.delivery.done:
             self._maybe_nudge(now, label, adapter.input_is_empty(view))
@@ -322,6 +332,48 @@ class Supervisor:
         deadline = delivery.next_deadline(now)
         if deadline is not None:
             self.timers.set_min("screen", deadline)
+
+    def _check_limit(self, now: float, view: ScreenView) -> None:
+        """A usage-limit banner: wait until its reset time (+ a margin), then continue."""
+        match = self.cfg.adapter.shows_limit(view)
+        banner = _line_of(view, match.group(0)) if match else None
+        if banner is None:
+            self.limit_banner = None  # gone from the screen: the next one is news
+            return
+        if self.limit_deadline is not None or banner == self.limit_banner:
+            return
+        self.limit_banner = banner
+        local = datetime.now().astimezone()
+        margin = timedelta(seconds=self.cfg.limit_margin)
+        until, how = limits.wait_until(banner, local, local.tzinfo or timezone.utc, margin=margin)
+        self._wait_for_limit(now, until, how, banner)
+
+    def _wait_for_limit(self, now: float, until: datetime, how: str, banner: str) -> None:
+        seconds = max(0.0, (until - datetime.now().astimezone()).total_seconds())
+        self.limit_deadline = now + seconds
+        self.state.limit_until = until.isoformat(timespec="seconds")
+        self.session.save(self.state)  # survives a supervisor restart
+        self.session.event("limit", until=self.state.limit_until, how=how, banner=banner)
+        self.logs.notice(f"usage limit: waiting until {self.state.limit_until} ({how})")
+        self.timers.set("limit", self.limit_deadline)
+
+    def _timer_limit(self) -> None:
+        self.limit_deadline = None
+        self.state.limit_until = ""
+        self.session.save(self.state)
+        self.session.event("limit-over")
+        self.logs.notice("usage limit over: asking the agent to continue")
+        if self.state.workflow_delivered and (self.delivery is None or self.delivery.done):
+            self.delivery = Delivery("continue", CONTINUE_PROMPT, enter_delay=self.cfg.adapter.enter_delay)
+        self.timers.set_min("screen", self.clock())
+
+    def resume_limit(self) -> None:
+        """A deadline saved by an earlier supervisor still holds: keep waiting for it."""
+        if not self.state.limit_until:
+            return
+        until = datetime.fromisoformat(self.state.limit_until)
+        if until > datetime.now().astimezone():
+            self._wait_for_limit(self.clock(), until, "saved by an earlier run", "")
 
     def _maybe_nudge(self, now: float, label: str, input_empty: bool) -> None:
         if self.nudger is None or self.stopping is not None:
@@ -558,13 +610,15 @@ class Supervisor:
         self.timers.set("flush", self.clock() + FLUSH_EVERY)
 
 
-def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
-    """The agent's state as far as the screen shows it, with the evidence."""
+def classify(adapter: Adapter, view: ScreenView, limits: bool = True) -> tuple[str, str]:
+    """The agent's state as far as the screen shows it, with the evidence.
+
+    ``limits=False`` ignores usage-limit banners (one already waited out)."""
     if m := adapter.shows_login(view):
         return "login", f"screen: {m.group(0)!r}"
     if m := adapter.shows_exit(view):
         return "exiting", f"screen: {m.group(0)!r}"
-    if m := adapter.shows_limit(view):  # gemini's limit dialog sits under a "Working…" title
+    if limits and (m := adapter.shows_limit(view)):  # gemini's limit dialog sits under a "Working…" title
         return "limited", f"screen: {m.group(0)!r}"
     if adapter.is_busy(view):
         return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
@@ -573,6 +627,14 @@ def classify(adapter: Adapter, view: ScreenView) -> tuple[str, str]:
     if adapter.is_ready(view):
         return "ready", f"screen: input prompt (title {view.title!r})"
     return "starting", "no input prompt yet"
+
+
+def _line_of(view: ScreenView, fragment: str) -> str | None:
+    """The whole screen line holding ``fragment`` (the banner's reset time may follow it)."""
+    for line in view.lines:
+        if fragment[:40] in line:
+            return line.strip(" │")
+    return fragment
 
 
 def _interest(sel: selectors.BaseSelector, fd: int, events: int, callback: Callable[[int], None]) -> None:

@@ -65,6 +65,7 @@ class AgentOptions:
     stop_grace: float = 5.0
     policy: PolicyConfig | None = field(default_factory=PolicyConfig)
     backoff: BackoffConfig = field(default_factory=BackoffConfig)
+    limit_margin: float = 60.0
     server: str | None = None
     api_key: str | None = None
     no_mcp: bool = False
@@ -336,6 +337,7 @@ class Run:
             initial_prompt=first,
             stop_grace=self.opts.stop_grace,
             policy=self.opts.policy,
+            limit_margin=self.opts.limit_margin,
         )
         sup = Supervisor(
             cfg,
