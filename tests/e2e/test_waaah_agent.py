@@ -117,7 +117,7 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         assert len(sent) == 1, [r["last_user_text"][:80] for r in model.main_requests()]
         assert "register_agent" in sent[0]["last_user_text"]
         # Our proxy reported each call to the session inbox (the loop's strongest evidence).
-        tapped = [(e["event"], e["tool"]) for e in inbox_lines(ws)]
+        tapped = [(e["event"], e["tool"]) for e in inbox_lines(ws) if e["source"] == "mcp"]
         assert ("tool_start", "wait_for_prompt") in tapped and ("tool_end", "wait_for_prompt") in tapped
         # The model ended its turn without calling wait_for_prompt: the supervisor noticed, and
         # the next request carries its continue prompt (once).
@@ -126,6 +126,11 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         assert len(continue_requests(model)) == 1
         nudges = [e for e in events(ws) if e["event"] == "nudge"]
         assert nudges and nudges[0]["kind"] == "continue"
+        if cli == "claude":  # its hooks, given per run with --settings, report to the inbox
+            hooks = [e for e in events(ws) if e["event"].startswith("hook-")]
+            names = {e["event"] for e in hooks}
+            assert {"hook-SessionStart", "hook-UserPromptSubmit", "hook-Stop"} <= names, names
+            assert all(e["session_id"] == state(ws)["native_session_id"] for e in hooks if "session_id" in e)
         pasted = [e for e in events(ws) if e["event"] == "delivery" and e["phase"] == "pasted"]
         assert [e["kind"] for e in pasted] == ["workflow", "continue"]
         assert save_and_exit(child) == 0

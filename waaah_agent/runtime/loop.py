@@ -142,6 +142,7 @@ class Supervisor:
         self.last_view: ScreenView | None = None
         self.limit_deadline: float | None = None  # monotonic time a usage limit ends
         self.limit_banner: str | None = None  # the banner already handled
+        self.hook_confirmed = False  # a UserPromptSubmit hook arrived for the prompt in flight
         self.agent_state = "starting"
         self.menu_open = False
         self.stopping: str | None = None
@@ -314,7 +315,8 @@ class Supervisor:
             ready=label == "ready", busy=label == "busy", input_empty=adapter.input_is_empty(view)
         )
         steps_before = len(self.delivery.log)
-        for chunk in self.delivery.step(now, seen):
+        confirmed_by_hook, self.hook_confirmed = self.hook_confirmed, False
+        for chunk in self.delivery.step(now, seen, confirmed_by_hook=confirmed_by_hook):
             self.child.queue(chunk)
         self._after_delivery_step(steps_before, now)
 
@@ -511,6 +513,9 @@ class Supervisor:
 
     def _read_inbox(self) -> None:
         for record in self.inbox.read_new() if self.inbox else []:
+            if record.get("source") == "hook":
+                self._hook(record)
+                continue
             if record.get("source") != "mcp":
                 continue
             fields = {k: v for k, v in record.items() if k not in ("source", "event", "ts")}
@@ -525,6 +530,19 @@ class Supervisor:
                     self.waits_in_flight.discard(key)
             if record.get("outcome") == "evict":
                 self._evicted(str(record.get("evict_action") or "SHUTDOWN"))
+
+    def _hook(self, record: dict[str, object]) -> None:
+        """The CLI's own hooks: the strongest evidence of a prompt taken and a turn ended."""
+        name = str(record.get("hook_event_name") or "unknown")
+        fields = {k: v for k, v in record.items() if k in ("session_id", "notification_type", "message")}
+        self.session.event(f"hook-{name}", **fields)
+        now = self.clock()
+        if name == "UserPromptSubmit" and self.delivery is not None and not self.delivery.done:
+            self.hook_confirmed = True
+            self.timers.set_min("screen", now)
+        elif name == "Stop" and self.nudger is not None:
+            self.nudger.turn_ended(now)
+            self.timers.set_min("screen", now + 0.1)
 
     def _evicted(self, action: str) -> None:
         if action == "SHUTDOWN":

@@ -129,6 +129,18 @@ def install_claude(session_dir: Path, server: ServerChoice, per_run_env: Mapping
     return ["--mcp-config", str(path), "--allowedTools", f"mcp__{mcpconf.NAME}"]
 
 
+CLAUDE_HOOKS = ("SessionStart", "UserPromptSubmit", "Stop", "Notification")
+
+
+def claude_hook_args(session_dir: Path) -> list[str]:
+    """A per-run ``--settings`` file whose hooks report to the session inbox."""
+    command = " ".join([sys.executable, "-m", "waaah_agent.hook", "claude"])
+    hooks = {name: [{"hooks": [{"type": "command", "command": command}]}] for name in CLAUDE_HOOKS}
+    path = session_dir / "claude-settings.json"
+    atomic_write(path, json.dumps({"hooks": hooks}, indent=2) + "\n", 0o600)
+    return ["--settings", str(path)]
+
+
 def server_warning(server: ServerChoice, health: Health) -> str | None:
     if health.ok:
         return None

@@ -26,6 +26,7 @@ class SessionReport:
     native_session_id: str
     log_path: str
     last_event: str
+    limit_until: str  # a usage limit being waited out, if any
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -83,6 +84,7 @@ def reports(workspace: Path) -> list[SessionReport]:
                 native_session_id=state.native_session_id,
                 log_path=state.log_path,
                 last_event=_describe(last),
+                limit_until=state.limit_until,
             )
         )
     return sorted(found, key=lambda r: r.last_activity, reverse=True)
@@ -123,6 +125,7 @@ def detail(r: SessionReport) -> str:
             f"agent        {r.agent} (its own session id {r.native_session_id})",
             f"status       {r.status}; screen state {r.agent_state}",
             f"restarts     {r.restarts}",
+            *([f"usage limit  waiting until {r.limit_until}"] if r.limit_until else []),
             f"tokens       input {r.tokens.get('input', 0):,}, output {r.tokens.get('output', 0):,}, "
             f"cached {r.tokens.get('cached', 0):,}",
             f"last event   {r.last_activity} {r.last_event}",

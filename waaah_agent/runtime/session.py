@@ -313,7 +313,8 @@ class Run:
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
-        extra = [*self.plan.extra_args, *self.opts.extra_args]
+        hooks = mcp_setup.claude_hook_args(self.session.path) if adapter.name == "claude" else []
+        extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
         if native and state.workflow_delivered:
             first = Delivery("continue", CONTINUE_PROMPT, enter_delay=adapter.enter_delay)

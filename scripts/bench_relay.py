@@ -1,0 +1,542 @@
+"""Benchmark the output relay: direct vs `script` vs `waaah agent`, inside a PTY we own.
+
+Each relay runs the same measurement child (``python -m waaah_agent.simulated`` with
+``SIM_MODE`` set) inside an outer PTY that this script reads itself. Rounds are short and
+interleaved, so machine noise spreads over all relays alike; the table shows per metric the
+median over rounds and the comparison with the child writing straight to the outer PTY.
+
+    make bench                       # or: .venv/bin/python scripts/bench_relay.py
+    BENCH_ROUNDS=3 BENCH_BIG_MB=200 make bench   # a quicker, rougher run
+
+Results also go to ``bench-results/<YYYYmmdd-HHMMSS>.json`` with the machine's details.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import select
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ptyprocess import PtyProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+WAAAH = str(Path(sys.executable).parent / "waaah")
+ROWS, COLS = 40, 120
+READ_SIZE = 1 << 20
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MB = 1024 * 1024
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
+LAT_LINES = int(os.environ.get("BENCH_LINES", "2000"))
+KEYS = int(os.environ.get("BENCH_KEYS", "100"))
+BLAST_MB = float(os.environ.get("BENCH_MB", "50"))
+BIG_MB = float(os.environ.get("BENCH_BIG_MB", "1024"))
+SILENT_S = float(os.environ.get("BENCH_SILENT", "20"))
+SCREEN_MB = float(os.environ.get("BENCH_SCREEN_MB", "8"))
+RELAYS = ("direct", "script", "waaah")
+
+Sample = dict[str, float]
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be made (the message says which and why)."""
+
+
+# -- the outer PTY ---------------------------------------------------------------------------------
+class Outer:
+    """A relay (or the bare child) running in a PTY that the benchmark owns and reads."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        self.argv = argv
+        self.proc = PtyProcess.spawn(argv, env=env, cwd=cwd, dimensions=(ROWS, COLS))
+        self.fd: int = self.proc.fd
+        self.pid: int = self.proc.pid
+        os.set_blocking(self.fd, False)
+        self.eof = False
+        self.tail = b""  # text seen recently, for finding markers split across reads
+
+    def read(self, timeout: float) -> tuple[bytes, int]:
+        """One large read (b"" on timeout or EOF) and the monotonic_ns time it returned."""
+        if self.eof:
+            return b"", time.monotonic_ns()
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return b"", time.monotonic_ns()
+        try:
+            data = os.read(self.fd, READ_SIZE)
+        except BlockingIOError:
+            data = b""
+        except OSError:  # EIO: every writer of the PTY is gone
+            data = b""
+            self.eof = True
+        now = time.monotonic_ns()
+        if not data and not self.eof and ready:
+            self.eof = not self.proc.isalive()
+        return data, now
+
+    def expect(
+        self, pattern: bytes, timeout: float, on_data: Callable[[bytes, int], None] | None = None
+    ) -> bytes:
+        """Read until ``pattern`` (a regex) appears; return its match. Raises BenchError on timeout/EOF."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            data, now = self.read(min(0.5, max(0.0, deadline - time.monotonic())))
+            if data:
+                if on_data is not None:
+                    on_data(data, now)
+                window = self.tail + data
+                if m := regex.search(window):
+                    self.tail = window[m.end() :][-256:]
+                    return m.group(0)
+                self.tail = window[-256:]
+            elif self.eof:
+                raise BenchError(f"{self.argv[0]} ended before {pattern!r}")
+            if time.monotonic() > deadline:
+                raise BenchError(f"no {pattern!r} from {shlex.join(self.argv)} within {timeout:.0f}s")
+
+    def finish(self, timeout: float = 15.0) -> int | None:
+        """Drain to EOF, wait for the exit, and kill our process group if it lingers."""
+        deadline = time.monotonic() + timeout
+        while not self.eof and time.monotonic() < deadline:
+            self.read(0.2)
+        while self.proc.isalive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        code: int | None = self.proc.exitstatus if not self.proc.isalive() else None
+        self.kill()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the process group we started (the child leads its own session)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.close(force=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM of ``pid`` in MB."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+# -- the relays ------------------------------------------------------------------------------------
+@dataclass
+class Setup:
+    """Where and how each relay starts: a throwaway git workspace and HOME for waaah."""
+
+    workspace: Path
+    home: Path
+    base_env: dict[str, str] = field(default_factory=dict)
+
+    def child_argv(self) -> list[str]:
+        return [PYTHON, "-m", "waaah_agent.simulated", "--session-id", "00000000-bench"]
+
+    def argv(self, relay: str) -> list[str]:
+        if relay == "direct":
+            return self.child_argv()
+        if relay == "script":
+            return ["script", "-qfec", shlex.join(self.child_argv()), "/dev/null"]
+        return [WAAAH, "agent", "--start=simulated", "--no-mcp"]
+
+    def start(self, relay: str, mode: str, **knobs: str) -> Outer:
+        env = dict(self.base_env, SIM_MODE=mode, **knobs)
+        return Outer(self.argv(relay), env, str(self.workspace))
+
+
+@contextlib.contextmanager
+def make_setup() -> Iterator[Setup]:
+    with tempfile.TemporaryDirectory(prefix="waaah-bench-") as tmp:
+        workspace, home = Path(tmp) / "ws", Path(tmp) / "home"
+        workspace.mkdir()
+        home.mkdir()
+        subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("WAAAH_", "SIM_", "CI"))}
+        env.update(
+            HOME=str(home),
+            TERM="xterm-256color",
+            PYTHONPATH=str(ROOT),
+            SIM_STARTUP_SECONDS="0.3",
+            SIM_TRANSCRIPT_DIR=str(workspace / ".waaah" / "simulated"),
+        )
+        yield Setup(workspace, home, env)
+
+
+def ensure_done(outer: Outer, what: str, failures: list[str]) -> None:
+    code = outer.finish()
+    if code != 0:
+        failures.append(f"{what}: exit {code}")
+
+
+# -- the measurements ------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
+def measure_latency(setup: Setup, relay: str, failures: list[str]) -> Sample:
+    """Output latency: time read at the outer PTY minus the time the child wrote the line."""
+    outer = setup.start(relay, "latency", SIM_LINES=str(LAT_LINES))
+    lat_ms: list[float] = []
+    pending = b""
+
+    def on_data(data: bytes, now: int) -> None:
+        nonlocal pending
+        lines = (pending + data).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line.startswith(b"LAT ") and len(parts := line.split()) == 3:
+                lat_ms.append((now - int(parts[2])) / 1e6)
+
+    try:
+        outer.expect(rb"LAT-END", 30 + LAT_LINES / 500, on_data)
+    finally:
+        ensure_done(outer, f"{relay} latency", failures)
+    if len(lat_ms) < LAT_LINES * 0.99:
+        raise BenchError(f"{relay}: only {len(lat_ms)} of {LAT_LINES} latency lines arrived")
+    return {f"lat_{p}": percentile(lat_ms, q) for p, q in (("p50", 50), ("p90", 90), ("p99", 99))} | {
+        "lat_max": max(lat_ms)
+    }
+
+
+def measure_keys(setup: Setup, relay: str, failures: list[str]) -> Sample:
+    """Keystroke latency: a byte written to the outer PTY until the raw-mode child reads it."""
+    outer = setup.start(relay, "keys")
+    lat_ms: list[float] = []
+    try:
+        outer.expect(rb"KEYS-READY", 30)
+        time.sleep(0.2)  # let the relay finish starting up (its screen timer, logs...)
+        for _ in range(KEYS):
+            sent = time.monotonic_ns()
+            os.write(outer.fd, b"k")
+            ack = outer.expect(rb"KEY 6b (\d+)\r\n", 5)
+            lat_ms.append((int(ack.split()[2]) - sent) / 1e6)
+            time.sleep(0.003)
+        os.write(outer.fd, b"q")
+    finally:
+        ensure_done(outer, f"{relay} keys", failures)
+    return {"key_p50": percentile(lat_ms, 50), "key_p99": percentile(lat_ms, 99)}
+
+
+def measure_blast(setup: Setup, relay: str, failures: list[str], mb: float = BLAST_MB) -> Sample:
+    """Throughput of a text blast at the outer PTY, and the relay's CPU and memory meanwhile."""
+    outer = setup.start(relay, "blast", SIM_MB=str(mb))
+    seen = 0
+    rss: list[float] = []
+    next_sample = 100 * MB
+
+    def on_data(data: bytes, now: int) -> None:
+        nonlocal seen, next_sample
+        seen += len(data)
+        if relay != "direct" and seen >= next_sample:
+            rss.append(memory_mb(outer.pid)["VmRSS"])
+            next_sample += 100 * MB
+
+    try:
+        start_line = outer.expect(rb"START blast (\d+)", 30)
+        started_ns = int(start_line.split()[2])
+        cpu0 = cpu_seconds(outer.pid) if relay != "direct" else 0.0
+        end = outer.expect(rb"BLAST-END \d+ \d+ \d+", 60 + mb, on_data)
+        ended_ns = time.monotonic_ns()
+        cpu1 = cpu_seconds(outer.pid) if relay != "direct" else 0.0
+        mem = memory_mb(outer.pid) if relay != "direct" else {}
+    finally:
+        ensure_done(outer, f"{relay} blast", failures)
+    sent, newlines = (int(n) for n in end.split()[1:3])
+    if not sent + newlines <= seen <= sent + newlines + 300:  # onlcr: each \n arrives as \r\n
+        failures.append(f"{relay} blast: {seen} bytes arrived for {sent} sent ({newlines} newlines)")
+    seconds = (ended_ns - started_ns) / 1e9
+    sample: Sample = {"mb_per_s": mb / seconds}
+    if relay != "direct":
+        sample["cpu_s_per_100mb"] = (cpu1 - cpu0) / mb * 100
+        sample["rss_end_mb"] = mem.get("VmRSS", 0.0)
+        sample["rss_peak_mb"] = mem.get("VmHWM", 0.0)
+        if rss:
+            sample["rss_at_100mb"] = rss[0]
+    return sample
+
+
+def measure_idle(setup: Setup, relay: str, failures: list[str]) -> Sample:
+    """CPU of the relay while the child prints nothing for SILENT_S seconds (% of one core)."""
+    outer = setup.start(relay, "silent", SIM_SECONDS=str(SILENT_S))
+    try:
+        outer.expect(rb"START silent", 30)
+        time.sleep(1.0)  # the relay's start-up work (screen timer, first flush) is not idling
+        cpu0, t0 = cpu_seconds(outer.pid), time.monotonic()
+        outer.expect(rb"SILENT-END", SILENT_S + 30)
+        cpu1, t1 = cpu_seconds(outer.pid), time.monotonic()
+        rss = memory_mb(outer.pid)["VmRSS"]
+    finally:
+        ensure_done(outer, f"{relay} silent", failures)
+    return {"idle_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100, "rss_idle_mb": rss}
+
+
+# -- in-process cost of the screen model and the line cleaner -------------------------------------
+def screen_costs() -> Sample:
+    """CPU ms per MB of recorded agent screens: Screen + classify per 64 KiB chunk, and LineCleaner."""
+    from waaah_agent.adapters import registry
+    from waaah_agent.core.screen import Screen
+    from waaah_agent.core.textlog import LineCleaner
+    from waaah_agent.runtime.loop import classify
+
+    recorded = sorted((ROOT / "tests" / "fixtures" / "screens").glob("*/*.bin"))
+    if not recorded:
+        raise BenchError("no recorded screens in tests/fixtures/screens")
+    one = b"".join(p.read_bytes() for p in recorded)
+    data = one * max(1, int(SCREEN_MB * MB / len(one)))
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    mb = len(data) / MB
+    adapter = registry()["gemini"]
+
+    screen = Screen(COLS, ROWS)
+    t0 = time.process_time()
+    for chunk in chunks:
+        screen.feed(chunk)
+        classify(adapter, screen.view())
+    screen_ms = (time.process_time() - t0) * 1000 / mb
+
+    cleaner = LineCleaner()
+    t0 = time.process_time()
+    for chunk in chunks:
+        cleaner.feed(chunk, time.monotonic())
+    cleaner_ms = (time.process_time() - t0) * 1000 / mb
+    return {"screen_ms_per_mb": screen_ms, "cleaner_ms_per_mb": cleaner_ms, "screen_input_mb": mb}
+
+
+# -- running it all --------------------------------------------------------------------------------
+@dataclass
+class Results:
+    rounds: dict[str, list[Sample]] = field(default_factory=lambda: {r: [] for r in RELAYS})
+    once: dict[str, Sample] = field(default_factory=lambda: {r: {} for r in RELAYS})
+    failures: list[str] = field(default_factory=list)
+
+    def median(self, relay: str, key: str) -> float | None:
+        values = [s[key] for s in self.rounds[relay] if key in s]
+        if not values:
+            return self.once[relay].get(key)
+        return statistics.median(values)
+
+
+def run_rounds(setup: Setup, results: Results) -> None:
+    for n in range(ROUNDS):
+        order = RELAYS[n % 3 :] + RELAYS[: n % 3]
+        samples: dict[str, Sample] = {r: {} for r in RELAYS}
+        for measure in (measure_latency, measure_keys, measure_blast):
+            for relay in order:
+                samples[relay] |= measure(setup, relay, results.failures)
+        for relay in RELAYS:
+            results.rounds[relay].append(samples[relay])
+        w, d = samples["waaah"], samples["direct"]
+        print(
+            f"round {n + 1}/{ROUNDS}: waaah p99 +{w['lat_p99'] - d['lat_p99']:.2f} ms, "
+            f"{w['mb_per_s']:.1f} MB/s (direct {d['mb_per_s']:.1f}, script {samples['script']['mb_per_s']:.1f})",
+            flush=True,
+        )
+
+
+def run_once(setup: Setup, results: Results) -> None:
+    for relay in ("script", "waaah"):
+        results.once[relay] |= measure_idle(setup, relay, results.failures)
+        print(f"idle {relay}: {results.once[relay]['idle_cpu_pct']:.3f} % of a core", flush=True)
+    big = measure_blast(setup, "waaah", results.failures, BIG_MB)
+    results.once["waaah"] |= {
+        "big_mb_per_s": big["mb_per_s"],
+        "big_cpu_s_per_100mb": big["cpu_s_per_100mb"],
+        "rss_after_big_mb": big["rss_end_mb"],
+        "rss_peak_big_mb": big["rss_peak_mb"],
+        "rss_at_100mb": big.get("rss_at_100mb", 0.0),
+    }
+    print(
+        f"{BIG_MB:.0f} MB through waaah: {big['mb_per_s']:.1f} MB/s, RSS {big['rss_end_mb']:.1f} MB",
+        flush=True,
+    )
+
+
+# -- the report ------------------------------------------------------------------------------------
+ROWS_SPEC: list[tuple[str, str, str]] = [
+    # key, label, kind: "lat" (show relay minus direct), "ratio" (relay / direct), "abs" (no direct)
+    ("lat_p50", "output latency p50 (ms)", "lat"),
+    ("lat_p90", "output latency p90 (ms)", "lat"),
+    ("lat_p99", "output latency p99 (ms)", "lat"),
+    ("lat_max", "output latency max (ms)", "lat"),
+    ("key_p50", "keystroke latency p50 (ms)", "lat"),
+    ("key_p99", "keystroke latency p99 (ms)", "lat"),
+    ("mb_per_s", f"throughput, {BLAST_MB:.0f} MB blast (MB/s)", "ratio"),
+    ("cpu_s_per_100mb", "relay CPU s per 100 MB", "abs"),
+    ("rss_peak_mb", f"relay peak RSS after {BLAST_MB:.0f} MB (MB)", "abs"),
+    ("idle_cpu_pct", f"idle CPU, {SILENT_S:.0f} s silent (% core)", "abs"),
+    ("rss_idle_mb", "RSS when idle (MB)", "abs"),
+    ("big_mb_per_s", f"throughput, {BIG_MB:.0f} MB blast (MB/s)", "abs"),
+    ("big_cpu_s_per_100mb", f"CPU s per 100 MB over {BIG_MB:.0f} MB", "abs"),
+    ("rss_at_100mb", "RSS after 100 MB of the big blast (MB)", "abs"),
+    ("rss_after_big_mb", f"RSS after {BIG_MB:.0f} MB (MB)", "abs"),
+    ("rss_peak_big_mb", f"peak RSS over {BIG_MB:.0f} MB (MB)", "abs"),
+]
+
+
+def cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
+
+
+def versus(value: float | None, direct: float | None, kind: str) -> str:
+    if value is None or direct is None or kind == "abs":
+        return ""
+    if kind == "lat":
+        return f"{value - direct:+.2f}"
+    return f"{value / direct:.2f}x" if direct else ""
+
+
+def table(results: Results, costs: Sample) -> str:
+    head = f"{'metric (median of ' + str(ROUNDS) + ' rounds)':44} {'direct':>8} {'script':>8} {'vs dir':>7} {'waaah':>8} {'vs dir':>7}"
+    lines = [head, "-" * len(head)]
+    for key, label, kind in ROWS_SPEC:
+        d, s, w = (results.median(r, key) for r in RELAYS)
+        lines.append(
+            f"{label:44} {cell(d):>8} {cell(s):>8} {versus(s, d, kind):>7} {cell(w):>8} {versus(w, d, kind):>7}"
+        )
+    lines.append("-" * len(head))
+    lines.append(f"{'screen model + classify (CPU ms per MB)':44} {costs['screen_ms_per_mb']:>8.1f}")
+    lines.append(f"{'LineCleaner (CPU ms per MB)':44} {costs['cleaner_ms_per_mb']:>8.1f}")
+    return "\n".join(lines)
+
+
+def goals(results: Results) -> list[str]:
+    def get(relay: str, key: str) -> float:
+        value = results.median(relay, key)
+        return float("nan") if value is None else value
+
+    added_p99 = get("waaah", "lat_p99") - get("direct", "lat_p99")
+    rss_after = get("waaah", "rss_after_big_mb")
+    checks = [
+        (f"added p99 output latency {added_p99:.2f} ms < 2 ms", added_p99 < 2),
+        (
+            f"throughput {get('waaah', 'mb_per_s'):.1f} MB/s >= script's {get('script', 'mb_per_s'):.1f}",
+            get("waaah", "mb_per_s") >= get("script", "mb_per_s"),
+        ),
+        (
+            f"idle CPU {get('waaah', 'idle_cpu_pct'):.3f} % < 0.2 % of a core",
+            get("waaah", "idle_cpu_pct") < 0.2,
+        ),
+        (
+            f"RSS after {BIG_MB:.0f} MB {rss_after:.1f} MB < 80 MB, flat "
+            f"(after 100 MB {get('waaah', 'rss_at_100mb'):.1f} MB)",
+            rss_after < 80 and rss_after - get("waaah", "rss_at_100mb") < 10,
+        ),
+    ]
+    return [f"[{'met ' if ok else 'MISS'}] {text}" for text, ok in checks]
+
+
+def machine() -> dict[str, Any]:
+    model = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    script_version = subprocess.run(["script", "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "script": script_version,
+        "load_avg": os.getloadavg(),
+    }
+
+
+def save(results: Results, costs: Sample, report: str, info: dict[str, Any]) -> Path:
+    folder = ROOT / "bench-results"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{datetime.now():%Y%m%d-%H%M%S}.json"
+    medians = {r: {k: results.median(r, k) for k, _, _ in ROWS_SPEC} for r in RELAYS}
+    payload = {
+        "machine": info,
+        "settings": {
+            "rounds": ROUNDS,
+            "latency_lines": LAT_LINES,
+            "keys": KEYS,
+            "blast_mb": BLAST_MB,
+            "big_mb": BIG_MB,
+            "silent_s": SILENT_S,
+            "size": [COLS, ROWS],
+        },
+        "medians": medians,
+        "rounds": results.rounds,
+        "once": results.once,
+        "in_process": costs,
+        "goals": goals(results),
+        "failures": results.failures,
+        "table": report,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def preflight() -> None:
+    for tool, hint in (("script", "install util-linux"), ("git", "install git")):
+        if shutil.which(tool) is None:
+            raise BenchError(f"`{tool}` is not on PATH: {hint}")
+    if not Path(WAAAH).exists():
+        raise BenchError(f"{WAAAH} not found: run `make venv` first")
+
+
+def main() -> int:
+    started = time.monotonic()
+    try:
+        preflight()
+        info = machine()
+        print(
+            f"{info['cpu']}, {info['cores']} cores, Linux {info['kernel']}, Python {info['python']}",
+            flush=True,
+        )
+        results = Results()
+        with make_setup() as setup:
+            run_rounds(setup, results)
+            run_once(setup, results)
+        costs = screen_costs()
+    except BenchError as err:
+        print(f"bench_relay: {err}", file=sys.stderr)
+        return 1
+    report = table(results, costs)
+    print()
+    print(report)
+    print()
+    print("\n".join(goals(results)))
+    for failure in results.failures:
+        print(f"warning: {failure}")
+    path = save(results, costs, report, info)
+    print(f"\n{time.monotonic() - started:.0f} s; results in {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
