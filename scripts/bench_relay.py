@@ -300,11 +300,11 @@ def measure_idle(setup: Setup, relay: str, failures: list[str]) -> Sample:
 
 # -- in-process cost of the screen model and the line cleaner -------------------------------------
 def screen_costs() -> Sample:
-    """CPU ms per MB of recorded agent screens: Screen + classify per 64 KiB chunk, and LineCleaner."""
+    """CPU ms per MB of recorded agent screens: Screen + detect per 64 KiB chunk, and LineCleaner."""
     from waaah_agent.adapters import registry
+    from waaah_agent.core.detect import detect
     from waaah_agent.core.screen import Screen
     from waaah_agent.core.textlog import LineCleaner
-    from waaah_agent.runtime.loop import classify
 
     recorded = sorted((ROOT / "tests" / "fixtures" / "screens").glob("*/*.bin"))
     if not recorded:
@@ -319,7 +319,7 @@ def screen_costs() -> Sample:
     t0 = time.process_time()
     for chunk in chunks:
         screen.feed(chunk)
-        classify(adapter, screen.view())
+        detect(adapter.rules, screen.view())
     screen_ms = (time.process_time() - t0) * 1000 / mb
 
     cleaner = LineCleaner()
@@ -422,7 +422,7 @@ def table(results: Results, costs: Sample) -> str:
             f"{label:44} {cell(d):>8} {cell(s):>8} {versus(s, d, kind):>7} {cell(w):>8} {versus(w, d, kind):>7}"
         )
     lines.append("-" * len(head))
-    lines.append(f"{'screen model + classify (CPU ms per MB)':44} {costs['screen_ms_per_mb']:>8.1f}")
+    lines.append(f"{'screen model + detect (CPU ms per MB)':44} {costs['screen_ms_per_mb']:>8.1f}")
     lines.append(f"{'LineCleaner (CPU ms per MB)':44} {costs['cleaner_ms_per_mb']:>8.1f}")
     return "\n".join(lines)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from waaah_agent import adapters
+from waaah_agent.core.detect import Evidence, detect
 from waaah_agent.core.screen import Screen
-from waaah_agent.runtime.loop import classify
 
 SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens"
 
@@ -47,7 +47,7 @@ def test_recorded_screen_is_classified(folder, state):
     screen = Screen(120, 40)
     screen.feed((SCREENS / folder / f"{state}.bin").read_bytes())
     view = screen.view()
-    label, evidence = classify(adapter, view)
+    label, evidence = detect(adapter.rules, view)
     want, empty = OVERRIDES.get((folder.split("-")[0], state), EXPECTED[state])
     assert label == want, evidence
     if empty is not None:
@@ -63,4 +63,29 @@ def test_screens_fed_in_small_chunks_give_the_same_answer(folder):
     screen = Screen(120, 40)
     for i in range(0, len(raw), 7):
         screen.feed(raw[i : i + 7])
-    assert classify(adapter, screen.view())[0] == "busy"
+    assert detect(adapter.rules, screen.view())[0] == "busy"
+
+
+def test_stronger_evidence_wins_over_the_screen():
+    adapter = adapters.registry()["gemini"]
+    screen = Screen(120, 40)
+    screen.feed((SCREENS / "gemini-0.61.0" / "tool.bin").read_bytes())
+    view = screen.view()
+    assert detect(adapter.rules, view, Evidence(wait_in_flight=True)) == (
+        "tool",
+        "MCP tap: wait_for_prompt in flight",
+    )
+    assert detect(adapter.rules, view, Evidence(alive=False))[0] == "exited"
+    limit = Screen(120, 40)
+    limit.feed((SCREENS / "gemini-0.61.0" / "limit.bin").read_bytes())
+    assert detect(adapter.rules, limit.view())[0] == "limited"
+    assert detect(adapter.rules, limit.view(), Evidence(limits=False))[0] != "limited"
+
+
+def test_ready_says_whether_a_draft_is_in_the_box():
+    adapter = adapters.registry()["claude"]
+    for state, word in (("idle", "empty"), ("draft", "with a draft")):
+        screen = Screen(120, 40)
+        screen.feed((SCREENS / "claude-2.1.330" / f"{state}.bin").read_bytes())
+        label, evidence = detect(adapter.rules, screen.view())
+        assert label == "ready" and word in evidence

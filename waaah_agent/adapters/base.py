@@ -13,29 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from waaah_agent.core import detect
+from waaah_agent.core.detect import ScreenRules
+
+__all__ = ["Adapter", "ScreenRules"]
 from waaah_agent.core.screen import ScreenView
-
-
-@dataclass(frozen=True)
-class ScreenRules:
-    """Regexes for one CLI version, each applied to a named region of the screen.
-
-    ``input_ready`` / ``input_empty`` look at the bottom ``region_rows`` rows (input box and
-    footer), ``busy`` at the same rows, ``title_*`` at the window title (OSC 0/2).
-    """
-
-    input_ready: re.Pattern[str]
-    input_empty: re.Pattern[str]
-    busy: re.Pattern[str]
-    title_ready: re.Pattern[str] | None = None
-    title_busy: re.Pattern[str] | None = None
-    dialog: re.Pattern[str] | None = None
-    login: re.Pattern[str] | None = None
-    exited: re.Pattern[str] | None = None  # the CLI's goodbye (it is about to exit)
-    limit: re.Pattern[str] | None = None  # a usage-limit banner or dialog
-    region_rows: int = 12
-    # Dialogs and login screens are taller than the input box: search a bigger bottom region.
-    dialog_rows: int = 25
 
 
 @dataclass(frozen=True)
@@ -71,37 +53,15 @@ class Adapter:
         args = self.resume_args(session_id) if resume else self.fresh_args(session_id)
         return [binary, *args, *extra]
 
-    def region(self, view: ScreenView) -> str:
-        return "\n".join(view.bottom(self.rules.region_rows))
-
-    def dialog_region(self, view: ScreenView) -> str:
-        return "\n".join(view.bottom(self.rules.dialog_rows))
-
-    def shows_dialog(self, view: ScreenView) -> re.Match[str] | None:
-        return self.rules.dialog.search(self.dialog_region(view)) if self.rules.dialog else None
-
-    def shows_login(self, view: ScreenView) -> re.Match[str] | None:
-        return self.rules.login.search(self.dialog_region(view)) if self.rules.login else None
-
-    def shows_limit(self, view: ScreenView) -> re.Match[str] | None:
-        return self.rules.limit.search(self.dialog_region(view)) if self.rules.limit else None
-
-    def shows_exit(self, view: ScreenView) -> re.Match[str] | None:
-        return self.rules.exited.search(self.dialog_region(view)) if self.rules.exited else None
-
+    # Screen questions, answered by the pure detector with this CLI's rules.
     def is_busy(self, view: ScreenView) -> bool:
-        rules = self.rules
-        if rules.title_busy is not None and rules.title_busy.search(view.title):
-            return True
-        return bool(rules.busy.search(self.region(view)))
+        return detect.is_busy(self.rules, view)
 
     def is_ready(self, view: ScreenView) -> bool:
-        """At the input prompt and not working (the input box may hold a draft)."""
-        if self.is_busy(view):
-            return False
-        if self.shows_dialog(view):
-            return False
-        return bool(self.rules.input_ready.search(self.region(view)))
+        return detect.is_ready(self.rules, view)
 
     def input_is_empty(self, view: ScreenView) -> bool:
-        return bool(self.rules.input_empty.search(self.region(view)))
+        return detect.input_is_empty(self.rules, view)
+
+    def shows_limit(self, view: ScreenView) -> re.Match[str] | None:
+        return detect.find(self.rules.limit, detect.dialog_region(self.rules, view))

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core import limits
 from waaah_agent.core.delivery import Delivery, Observation, Phase
+from waaah_agent.core.detect import Evidence, detect
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT, Now, Nudger, PolicyConfig, StallWatch
 from waaah_agent.core.screen import Screen, ScreenView
 from waaah_agent.runtime.background import Mailbox
@@ -291,11 +292,12 @@ class Supervisor:
         adapter, now = self.cfg.adapter, self.clock()
         self._check_limit(now, view)
         # A banner already waited out stays on the screen for a while: it is history then.
-        label, evidence = classify(adapter, view, limits=self.limit_deadline is not None)
+        facts = Evidence(wait_in_flight=bool(self.waits_in_flight), limits=self.limit_deadline is not None)
+        label, evidence = detect(adapter.rules, view, facts)
         self.last_view = view
         if label != self.agent_state:
             self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
-            if self.nudger is not None and self.agent_state == "busy" and label == "ready":
+            if self.nudger is not None and self.agent_state in ("busy", "tool") and label == "ready":
                 self.nudger.turn_ended(now)
             self.agent_state = label
         if label == "login" and self.stopping is None:
@@ -312,7 +314,7 @@ class Supervisor:
             self.timers.set_min("screen", self.last_output + self.cfg.settle)
             return
         seen = Observation(
-            ready=label == "ready", busy=label == "busy", input_empty=adapter.input_is_empty(view)
+            ready=label == "ready", busy=label in ("busy", "tool"), input_empty=adapter.input_is_empty(view)
         )
         steps_before = len(self.delivery.log)
         confirmed_by_hook, self.hook_confirmed = self.hook_confirmed, False
@@ -626,25 +628,6 @@ class Supervisor:
     def _timer_flush(self) -> None:
         self.logs.flush()
         self.timers.set("flush", self.clock() + FLUSH_EVERY)
-
-
-def classify(adapter: Adapter, view: ScreenView, limits: bool = True) -> tuple[str, str]:
-    """The agent's state as far as the screen shows it, with the evidence.
-
-    ``limits=False`` ignores usage-limit banners (one already waited out)."""
-    if m := adapter.shows_login(view):
-        return "login", f"screen: {m.group(0)!r}"
-    if m := adapter.shows_exit(view):
-        return "exiting", f"screen: {m.group(0)!r}"
-    if limits and (m := adapter.shows_limit(view)):  # gemini's limit dialog sits under a "Working…" title
-        return "limited", f"screen: {m.group(0)!r}"
-    if adapter.is_busy(view):
-        return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
-    if m := adapter.shows_dialog(view):
-        return "dialog", f"screen: {m.group(0)!r}"
-    if adapter.is_ready(view):
-        return "ready", f"screen: input prompt (title {view.title!r})"
-    return "starting", "no input prompt yet"
 
 
 def _line_of(view: ScreenView, fragment: str) -> str | None:
