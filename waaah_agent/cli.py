@@ -187,10 +187,8 @@ def sessions(
 ) -> None:
     """List the supervised sessions of this workspace, newest first: state, restarts, tokens."""
     from waaah_agent.runtime import report
-    from waaah_agent.runtime.workspace import git_root
 
-    start = (workspace or Path.cwd()).resolve()
-    rows = report.reports(git_root(start) or start)
+    rows = report.reports_for(workspace or Path.cwd())
     print(json.dumps([r.to_json() for r in rows], indent=2) if as_json else report.table(rows))
 
 
@@ -203,10 +201,8 @@ def status(
 ) -> None:
     """What the running (else the newest) session is doing now. Exit code 7 when there is none."""
     from waaah_agent.runtime import report
-    from waaah_agent.runtime.workspace import git_root
 
-    start = (workspace or Path.cwd()).resolve()
-    rows = report.reports(git_root(start) or start)
+    rows = report.reports_for(workspace or Path.cwd())
     chosen = [r for r in rows if r.live] or rows[:1]
     if not chosen:
         print(

@@ -10,13 +10,13 @@ import ctypes
 import errno
 import os
 import signal
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ptyprocess import PtyProcess
 
 from waaah_agent.errors import CliNotFound
+from waaah_agent.runtime.writeq import WriteQueue
 
 PR_SET_PDEATHSIG = 1
 READ_SIZE = 65536
@@ -56,7 +56,7 @@ class AgentProcess:
         self._proc = proc
         self.fd: int = proc.fd
         self.pid: int = proc.pid
-        self._out: deque[bytes] = deque()
+        self._out = WriteQueue()
         os.set_blocking(self.fd, False)
 
     @classmethod
@@ -86,8 +86,7 @@ class AgentProcess:
 
     # -- input -------------------------------------------------------------------------
     def queue(self, data: bytes) -> None:
-        if data:
-            self._out.append(data)
+        self._out.add(data)
 
     @property
     def wants_write(self) -> bool:
@@ -95,21 +94,12 @@ class AgentProcess:
 
     def flush(self) -> None:
         """Write what the PTY takes now; keep the rest (partial writes included)."""
-        while self._out:
-            head = self._out[0]
-            try:
-                sent = os.write(self.fd, head)
-            except BlockingIOError:
-                return
-            except OSError as err:
-                if err.errno in (errno.EIO, errno.EBADF):
-                    self._out.clear()
-                    return
+        try:
+            self._out.write_to(self.fd)
+        except OSError as err:
+            if err.errno not in (errno.EIO, errno.EBADF):
                 raise
-            if sent < len(head):
-                self._out[0] = head[sent:]
-                return
-            self._out.popleft()
+            self._out.clear()  # the child is gone: nobody will read these keys
 
     # -- control -----------------------------------------------------------------------
     def set_size(self, cols: int, rows: int) -> None:

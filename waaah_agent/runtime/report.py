@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.runtime.store import SessionStore
+from waaah_agent.runtime.workspace import git_root
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return out
+
+
+def reports_for(folder: Path) -> list[SessionReport]:
+    """The sessions of the workspace ``folder`` is in (its git root, else itself)."""
+    start = folder.resolve()
+    return reports(git_root(start) or start)
 
 
 def reports(workspace: Path) -> list[SessionReport]:

@@ -8,8 +8,9 @@ import os
 import struct
 import termios
 import tty
-from collections import deque
 from collections.abc import Iterator
+
+from waaah_agent.runtime.writeq import WriteQueue
 
 DEFAULT_SIZE = (120, 40)  # cols, rows when there is no terminal to copy
 
@@ -63,28 +64,19 @@ class TerminalOut:
             self._owned = True
         except OSError:
             self.fd, self._owned = fd, False  # no tty name: fall back to blocking writes
-        self._queue: deque[bytes] = deque()
-        self.pending = 0
+        self._queue = WriteQueue()
+
+    @property
+    def pending(self) -> int:
+        return self._queue.pending
 
     def write(self, data: bytes) -> None:
-        if data:
-            self._queue.append(data)
-            self.pending += len(data)
-            self.flush()
+        self._queue.add(data)
+        self.flush()
 
     def flush(self) -> None:
         """Write what the terminal takes now. Raises OSError if the terminal is gone."""
-        while self._queue:
-            head = self._queue[0]
-            try:
-                sent = os.write(self.fd, head)
-            except BlockingIOError:
-                return
-            self.pending -= sent
-            if sent < len(head):
-                self._queue[0] = head[sent:]
-                return
-            self._queue.popleft()
+        self._queue.write_to(self.fd)
 
     def close(self) -> None:
         if self._owned:
