@@ -122,3 +122,20 @@ def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):
     assert checks["workflow"]["status"] == "ok"
     assert checks[".waaah writable"]["status"] == "ok"
     assert result.returncode == 1
+
+
+def test_doctor_knows_the_pinned_cli_versions(tmp_path, workspace):
+    from tests.doubles.cli_homes import CLI_BIN_DIR, cli_bin
+
+    cli_bin("gemini")  # installed by make test (scripts/install_clis.sh); fails loudly if not
+    env = {"HOME": str(tmp_path), "PATH": f"{CLI_BIN_DIR}:/usr/bin:/bin", "GEMINI_API_KEY": "k"}
+    result = subprocess.run(
+        [WAAAH, "doctor", "--json", "--agent", "gemini"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert checks["gemini CLI"]["status"] == "ok" and "0.61.0" in checks["gemini CLI"]["detail"]

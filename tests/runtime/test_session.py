@@ -440,7 +440,7 @@ def test_a_hang_gets_esc_then_a_restart(workspace, fake_home):
 
 def test_sessions_and_status_show_a_live_session(workspace, fake_home):
     env = sim_env(fake_home)
-    child = start_and_deliver(workspace, env)
+    child = start_and_deliver(workspace, env, "--heartbeat", "600", nudge=True)
 
     def ask(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -450,6 +450,7 @@ def test_sessions_and_status_show_a_live_session(workspace, fake_home):
     live = json.loads(ask("status").stdout)
     assert len(live) == 1 and live[0]["live"] is True and live[0]["status"] == "running"
     assert live[0]["agent_state"] == "ready" and live[0]["id"] == state(workspace)["id"]
+    assert live[0]["next_heartbeat"]  # when the heartbeat is due if the agent stays idle
     assert [r["id"] for r in json.loads(ask("sessions").stdout)] == [state(workspace)["id"]]
     assert save_and_exit(child) == 0
     after = json.loads(ask("status").stdout)
@@ -460,8 +461,11 @@ def test_a_usage_limit_is_waited_out_then_the_agent_continues(workspace, fake_ho
     env = sim_env(fake_home, WAAAH_LIMIT_MARGIN_SECONDS="1")
     child = start_and_deliver(workspace, env, nudge=True)
     native = state(workspace)["native_session_id"]
+    seen = bytearray()
+    child.logfile_read = _Collector(seen)
     typed(child, "/limit try again in 3 seconds")
     pump_until(child, lambda: state(workspace)["limit_until"], 10)
+    pump_until(child, lambda: b"\x1b]0;waaah: simulated usage limit, waiting until" in seen, 10)  # the title
     limit = [e for e in events(workspace) if e["event"] == "limit"][0]
     assert limit["how"].startswith("parsed") and "try again in 3 seconds" in limit["banner"]
     started = time.monotonic()

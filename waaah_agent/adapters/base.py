@@ -29,6 +29,8 @@ class Adapter:
     binary: str
     install_hint: str
     rules: ScreenRules
+    # The CLI version the screen rules were recorded from (tests/fixtures/screens/<name>-<v>).
+    tested_version: str = ""
     # What a user runs to log in, after "<name> requires login. Run: ".
     login_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).

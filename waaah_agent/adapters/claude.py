@@ -53,6 +53,7 @@ ADAPTER = Adapter(
     install_hint="npm install -g @anthropic-ai/claude-code",
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
+    tested_version="2.1.330",
     enter_delay=0.3,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],

@@ -62,6 +62,7 @@ ADAPTER = Adapter(
     install_hint="npm install -g @google/gemini-cli",
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     rules=RULES,
+    tested_version="0.61.0",
     enter_delay=0.5,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],

@@ -94,6 +94,13 @@ class Nudger:
         future = [t for t in candidates if t > now.time]
         return min(future) if future else now.time + cfg.heartbeat
 
+    def next_heartbeat(self, now: Now) -> float:
+        """When the heartbeat is due if the agent stays idle at the prompt."""
+        due = now.last_activity + self.config.heartbeat
+        if self.last_nudge is not None:
+            due = max(due, self.last_nudge + max(self.config.heartbeat, self.gap))
+        return due
+
     def _nudge(self, now: float, kind: str) -> str:
         if self.last_nudge is not None:  # the previous nudge did not bring a wait_for_prompt
             self.gap = min(self.config.continue_gap_max, self.gap * 2)

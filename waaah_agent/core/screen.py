@@ -64,8 +64,15 @@ class Screen:
         self._screen.dirty.update(range(rows))
 
     def reset(self) -> None:
-        """Forget everything (used after output was dropped under load)."""
+        """Forget the cells (used after output was dropped under load).
+
+        The window title is kept: CLIs set it only when their state changes, and it is the
+        cleanest busy/idle signal there is.
+        """
+        title = self._screen.title
         self._screen.reset()
+        self._screen.title = title
+        self._screen.dirty.update(range(self._screen.lines))
         self._pending = ""
 
     @property

@@ -70,7 +70,15 @@ def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check
     if found is None:
         status = "fail" if required else "warn"
         return Check(name, status, "not installed", f"install with: {adapter.install_hint}")
-    return Check(name, "ok", f"{cli_version(found)} ({found})")
+    version = cli_version(found)
+    if adapter.tested_version and adapter.tested_version not in version:
+        return Check(
+            name,
+            "warn",
+            f"{version} ({found}); the screen rules were recorded from {adapter.tested_version}",
+            "it may work; to be sure, re-record the screens (scripts/record_screens.py) and run make test",
+        )
+    return Check(name, "ok", f"{version} ({found})")
 
 
 def check_login(adapter: Adapter, env: Mapping[str, str]) -> Check:

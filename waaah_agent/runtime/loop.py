@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 
 CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
 SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
-SCREEN_BACKLOG = 32 * 1024  # beyond this much unprocessed output, keep only the tail (screens' worth)
+# Beyond this much unprocessed output, keep only the tail. Generous: TUIs redraw only what
+# changed, so a screen rebuilt from a short tail can stay wrong until the next full redraw.
+SCREEN_BACKLOG = 256 * 1024
 SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
 SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
 SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
@@ -144,6 +146,7 @@ class Supervisor:
         self.limit_deadline: float | None = None  # monotonic time a usage limit ends
         self.limit_banner: str | None = None  # the banner already handled
         self.hook_confirmed = False  # a UserPromptSubmit hook arrived for the prompt in flight
+        self.worked = False  # busy since the agent was last ready
         self.agent_state = "starting"
         self.menu_open = False
         self.stopping: str | None = None
@@ -235,6 +238,11 @@ class Supervisor:
         except OSError as err:
             self._terminal_gone(err)
 
+    def _title(self, text: str) -> None:
+        """A notice in the terminal title (the agent's screen itself is never written to)."""
+        if self.cfg.interactive:
+            self._write_stdout(f"\x1b]0;{text}\x07".encode())
+
     def _on_terminal(self, mask: int) -> None:
         assert self.term is not None
         try:
@@ -286,6 +294,8 @@ class Supervisor:
         view = self.screen.view()
         self.screen_work += time.perf_counter() - started
         self.screen_not_before = self.clock() + self.screen_work * (1 / SCREEN_SHARE - 1)
+        if self.backlog:  # output that came in while this update ran: its own update follows
+            self.timers.set_min("screen", max(self.clock() + SCREEN_DELAY, self.screen_not_before))
         self._observe(view)
 
     def _observe(self, view: ScreenView) -> None:
@@ -297,9 +307,13 @@ class Supervisor:
         self.last_view = view
         if label != self.agent_state:
             self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
-            if self.nudger is not None and self.agent_state in ("busy", "tool") and label == "ready":
-                self.nudger.turn_ended(now)
             self.agent_state = label
+        if label in ("busy", "tool"):
+            self.worked = True
+        elif label == "ready" and self.worked:  # a turn ended (even via a screen in between)
+            self.worked = False
+            if self.nudger is not None:
+                self.nudger.turn_ended(now)
         if label == "login" and self.stopping is None:
             self._login_required()
             return
@@ -359,6 +373,7 @@ class Supervisor:
         self.session.save(self.state)  # survives a supervisor restart
         self.session.event("limit", until=self.state.limit_until, how=how, banner=banner)
         self.logs.notice(f"usage limit: waiting until {self.state.limit_until} ({how})")
+        self._title(f"waaah: {self.cfg.adapter.name} usage limit, waiting until {until:%H:%M}")
         self.timers.set("limit", self.limit_deadline)
 
     def _timer_limit(self) -> None:
@@ -396,6 +411,7 @@ class Supervisor:
         if kind is None:
             if label == "ready":
                 self.timers.set_min("screen", self.nudger.next_check(facts))
+                self._note_next_heartbeat(now, self.nudger.next_heartbeat(facts))
             return
         text = CONTINUE_PROMPT if kind == "continue" else HEARTBEAT_PROMPT
         why = "the turn ended outside wait_for_prompt" if kind == "continue" else "idle at the prompt"
@@ -403,6 +419,14 @@ class Supervisor:
         self.logs.notice(f"{kind} prompt: {why}")
         self.delivery = Delivery(kind, text, enter_delay=self.cfg.adapter.enter_delay)
         self.timers.set_min("screen", now)
+
+    def _note_next_heartbeat(self, now: float, due: float) -> None:
+        """For `waaah status`: saved only when it moves, so an idle agent costs no writes."""
+        when = datetime.now().astimezone() + timedelta(seconds=due - now)
+        text = when.isoformat(timespec="seconds")
+        if self.state.next_heartbeat[:16] != text[:16]:  # minute resolution is plenty
+            self.state.next_heartbeat = text
+            self.session.save(self.state)
 
     def _check_stall(self, now: float, label: str, view: ScreenView) -> None:
         if self.stall is None or self.stopping is not None:

@@ -28,6 +28,7 @@ class SessionReport:
     log_path: str
     last_event: str
     limit_until: str  # a usage limit being waited out, if any
+    next_heartbeat: str
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -92,6 +93,7 @@ def reports(workspace: Path) -> list[SessionReport]:
                 log_path=state.log_path,
                 last_event=_describe(last),
                 limit_until=state.limit_until,
+                next_heartbeat=state.next_heartbeat if is_live(folder) else "",
             )
         )
     return sorted(found, key=lambda r: r.last_activity, reverse=True)
@@ -133,6 +135,7 @@ def detail(r: SessionReport) -> str:
             f"status       {r.status}; screen state {r.agent_state}",
             f"restarts     {r.restarts}",
             *([f"usage limit  waiting until {r.limit_until}"] if r.limit_until else []),
+            *([f"heartbeat    next at {r.next_heartbeat} if it stays idle"] if r.next_heartbeat else []),
             f"tokens       input {r.tokens.get('input', 0):,}, output {r.tokens.get('output', 0):,}, "
             f"cached {r.tokens.get('cached', 0):,}",
             f"last event   {r.last_activity} {r.last_event}",

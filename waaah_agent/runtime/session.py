@@ -415,6 +415,8 @@ def announce_and_wait(
     session.event("restart", after=why, delay=round(decision.delay, 2), reason=decision.reason)
     message = f"{adapter.name} stopped ({why}); restarting in {decision.delay:.1f}s ({decision.reason})"
     logs.notice(message)
+    if console.interactive:  # also in the terminal title, where a glance at the tmux pane finds it
+        console.say(f"\x1b]0;waaah: restarting {adapter.name} ({state.restarts} so far)\x07")
     console.say(f"\r[waaah] {message}; Ctrl+C to stop" if console.interactive else f"[waaah] {message}")
     return wait_interruptibly(decision.delay, sys.stdin.fileno() if console.interactive else None)
 

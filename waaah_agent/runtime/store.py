@@ -47,6 +47,7 @@ class SessionState:
     restarts: int = 0
     workflow_delivered: bool = False
     limit_until: str = ""  # ISO time a usage limit resets; kept so a new supervisor waits too
+    next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
     output_tail: list[str] = field(default_factory=list)
     log_path: str = ""
