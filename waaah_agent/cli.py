@@ -128,6 +128,7 @@ def agent(
         no_mcp=no_mcp,
         server_check_every=float(os.environ.get("WAAAH_SERVER_CHECK_SECONDS") or 30),
         limit_margin=float(os.environ.get("WAAAH_LIMIT_MARGIN_SECONDS") or 60),
+        limit_default=float(os.environ.get("WAAAH_LIMIT_DEFAULT_SECONDS") or 1800),
         policy=None
         if no_nudge
         else PolicyConfig(

@@ -250,3 +250,24 @@ def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
             log = Path(state(ws)["log_path"])
             pump_until(child, lambda: f"WAAAH server at {url} is reachable again" in log.read_text(), 20)
         assert save_and_exit(child) == 0
+
+
+def test_gemini_usage_limit_is_waited_out_then_it_keeps_trying(tmp_path):
+    from tests.doubles.fake_model import HttpError
+
+    ws = workspace_for(tmp_path)
+    rules = [Rule([HttpError(429, retryable=False), Text("AFTER-THE-LIMIT")], marker=MARKER)]
+    with FakeModel(rules, default=Text("OK")) as model:
+        env = cli_env("gemini", tmp_path / "home", ws, model.url)
+        # gemini's limit dialog states no reset time: the default wait applies (short here).
+        env.update(WAAAH_LIMIT_DEFAULT_SECONDS="3", WAAAH_LIMIT_MARGIN_SECONDS="0")
+        child = spawn(ws, env, "--start=gemini", "--no-mcp")
+        pump_until(child, lambda: (st := state_or_none(ws)) and st["limit_until"], 60)
+        limit = [e for e in events(ws) if e["event"] == "limit"][0]
+        assert "Usage limit reached" in limit["banner"] and limit["how"].startswith("default")
+        started = time.monotonic()
+        child.expect("AFTER-THE-LIMIT", timeout=60)
+        assert time.monotonic() - started >= 2
+        assert any(e["event"] == "limit-resume" for e in events(ws))
+        assert len(workflow_requests(model)) == 2  # the one refused, and the retry after the wait
+        assert save_and_exit(child) == 0

@@ -31,6 +31,9 @@ class Adapter:
     rules: ScreenRules
     # The CLI version the screen rules were recorded from (tests/fixtures/screens/<name>-<v>).
     tested_version: str = ""
+    # Keys that take the CLI's own usage-limit screen back to work once the limit has reset
+    # (gemini: Enter picks its default "Keep trying"); empty when the banner is not modal.
+    limit_resume_keys: bytes = b""
     # What a user runs to log in, after "<name> requires login. Run: ".
     login_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).

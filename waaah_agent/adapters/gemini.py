@@ -63,6 +63,7 @@ ADAPTER = Adapter(
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     rules=RULES,
     tested_version="0.61.0",
+    limit_resume_keys=b"\r",
     enter_delay=0.5,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],

@@ -70,6 +70,7 @@ class LoopConfig:
     settle: float = 0.8  # the screen must be quiet this long before we type into it
     policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling
     limit_margin: float = 60.0  # seconds added to a usage limit's stated reset time
+    limit_default: float = 1800.0  # wait when a limit banner states no reset time
 
 
 @dataclass
@@ -363,7 +364,10 @@ class Supervisor:
         self.limit_banner = banner
         local = datetime.now().astimezone()
         margin = timedelta(seconds=self.cfg.limit_margin)
-        until, how = limits.wait_until(banner, local, local.tzinfo or timezone.utc, margin=margin)
+        default = timedelta(seconds=self.cfg.limit_default)
+        until, how = limits.wait_until(
+            banner, local, local.tzinfo or timezone.utc, default=default, margin=margin
+        )
         self._wait_for_limit(now, until, how, banner)
 
     def _wait_for_limit(self, now: float, until: datetime, how: str, banner: str) -> None:
@@ -382,6 +386,10 @@ class Supervisor:
         self.session.save(self.state)
         self.session.event("limit-over")
         self.logs.notice("usage limit over: asking the agent to continue")
+        keys = self.cfg.adapter.limit_resume_keys
+        if keys and self.last_view is not None and self.cfg.adapter.shows_limit(self.screen.view()):
+            self.session.event("limit-resume", keys=keys.decode("latin-1"))
+            self.child.queue(keys)  # the CLI's own "keep trying" on its limit screen
         if self.state.workflow_delivered and (self.delivery is None or self.delivery.done):
             self.delivery = Delivery("continue", CONTINUE_PROMPT, enter_delay=self.cfg.adapter.enter_delay)
         self.timers.set_min("screen", self.clock())

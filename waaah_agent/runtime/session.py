@@ -66,6 +66,7 @@ class AgentOptions:
     policy: PolicyConfig | None = field(default_factory=PolicyConfig)
     backoff: BackoffConfig = field(default_factory=BackoffConfig)
     limit_margin: float = 60.0
+    limit_default: float = 1800.0
     server: str | None = None
     api_key: str | None = None
     no_mcp: bool = False
@@ -339,6 +340,7 @@ class Run:
             stop_grace=self.opts.stop_grace,
             policy=self.opts.policy,
             limit_margin=self.opts.limit_margin,
+            limit_default=self.opts.limit_default,
         )
         sup = Supervisor(
             cfg,
