@@ -97,20 +97,20 @@ def test_server_checks_against_the_double():
     assert check_server(server.url, "right").detail.startswith("unreachable")
 
 
+def doctor(workspace, env, *args):
+    """Run `waaah doctor --json` as a user would; return the process and the checks by name."""
+    result = subprocess.run(
+        [WAAAH, "doctor", "--json", *args], cwd=workspace, env=env, capture_output=True, text=True, timeout=60
+    )
+    return result, {c["name"]: c for c in json.loads(result.stdout)}
+
+
 def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):
     home = tmp_path / "home"
     home.mkdir()
     with WaaahServer() as server:
         env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "GEMINI_API_KEY": "k"}
-        result = subprocess.run(
-            [WAAAH, "doctor", "--json", "--agent", "gemini", "--server", server.url],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    checks = {c["name"]: c for c in json.loads(result.stdout)}
+        result, checks = doctor(workspace, env, "--agent", "gemini", "--server", server.url)
     assert (
         checks["gemini CLI"]["status"] == "fail"
         and "npm install -g @google/gemini-cli" in checks["gemini CLI"]["fix"]
@@ -129,13 +129,5 @@ def test_doctor_knows_the_pinned_cli_versions(tmp_path, workspace):
 
     cli_bin("gemini")  # installed by make test (scripts/install_clis.sh); fails loudly if not
     env = {"HOME": str(tmp_path), "PATH": f"{CLI_BIN_DIR}:/usr/bin:/bin", "GEMINI_API_KEY": "k"}
-    result = subprocess.run(
-        [WAAAH, "doctor", "--json", "--agent", "gemini"],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    _, checks = doctor(workspace, env, "--agent", "gemini")
     assert checks["gemini CLI"]["status"] == "ok" and "0.61.0" in checks["gemini CLI"]["detail"]

@@ -62,9 +62,6 @@ class Adapter:
     def is_busy(self, view: ScreenView) -> bool:
         return detect.is_busy(self.rules, view)
 
-    def is_ready(self, view: ScreenView) -> bool:
-        return detect.is_ready(self.rules, view)
-
     def input_is_empty(self, view: ScreenView) -> bool:
         return detect.input_is_empty(self.rules, view)
 

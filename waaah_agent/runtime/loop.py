@@ -143,7 +143,6 @@ class Supervisor:
         self.stall = StallWatch(cfg.policy) if cfg.policy else None
         self.waits_in_flight: set[tuple[object, object]] = set()
         self.last_user_input: float | None = None
-        self.last_view: ScreenView | None = None
         self.limit_deadline: float | None = None  # monotonic time a usage limit ends
         self.limit_banner: str | None = None  # the banner already handled
         self.hook_confirmed = False  # a UserPromptSubmit hook arrived for the prompt in flight
@@ -305,7 +304,6 @@ class Supervisor:
         # A banner already waited out stays on the screen for a while: it is history then.
         facts = Evidence(wait_in_flight=bool(self.waits_in_flight), limits=self.limit_deadline is not None)
         label, evidence = detect(adapter.rules, view, facts)
-        self.last_view = view
         if label != self.agent_state:
             self.session.event("state", state=label, previous=self.agent_state, evidence=evidence)
             self.agent_state = label
@@ -355,10 +353,10 @@ class Supervisor:
     def _check_limit(self, now: float, view: ScreenView) -> None:
         """A usage-limit banner: wait until its reset time (+ a margin), then continue."""
         match = self.cfg.adapter.shows_limit(view)
-        banner = _line_of(view, match.group(0)) if match else None
-        if banner is None:
+        if match is None:
             self.limit_banner = None  # gone from the screen: the next one is news
             return
+        banner = _line_of(view, match.group(0))
         if self.limit_deadline is not None or banner == self.limit_banner:
             return
         self.limit_banner = banner
@@ -387,7 +385,7 @@ class Supervisor:
         self.session.event("limit-over")
         self.logs.notice("usage limit over: asking the agent to continue")
         keys = self.cfg.adapter.limit_resume_keys
-        if keys and self.last_view is not None and self.cfg.adapter.shows_limit(self.screen.view()):
+        if keys and self.cfg.adapter.shows_limit(self.screen.view()):
             self.session.event("limit-resume", keys=keys.decode("latin-1"))
             self.child.queue(keys)  # the CLI's own "keep trying" on its limit screen
         if self.state.workflow_delivered and (self.delivery is None or self.delivery.done):
@@ -450,8 +448,7 @@ class Supervisor:
             self._stop("stalled", "still stalled after Esc: restarting the agent")
 
     def _timer_stall(self) -> None:
-        if self.last_view is not None:
-            self._observe(self.screen.view())
+        self._observe(self.screen.view())
 
     def _login_required(self) -> None:
         adapter = self.cfg.adapter
@@ -662,7 +659,7 @@ class Supervisor:
         self.timers.set("flush", self.clock() + FLUSH_EVERY)
 
 
-def _line_of(view: ScreenView, fragment: str) -> str | None:
+def _line_of(view: ScreenView, fragment: str) -> str:
     """The whole screen line holding ``fragment`` (the banner's reset time may follow it)."""
     for line in view.lines:
         if fragment[:40] in line:

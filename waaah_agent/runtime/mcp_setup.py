@@ -23,7 +23,7 @@ from pathlib import Path
 from waaah_agent.core import mcpconf
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
-from waaah_agent.runtime.waaah import Health, check_server
+from waaah_agent.runtime.waaah import Health
 
 DEFAULT_URL = "http://localhost:3456"
 PROXY_COMMAND = [sys.executable, "-m", "waaah_agent.cli"]
@@ -42,7 +42,6 @@ class McpPlan:
 
     server: ServerChoice | None
     extra_args: list[str]
-    notes: list[str]
     health: str | None  # the first check's detail ("ok", "unreachable: ...", "bad key")
 
 
@@ -150,7 +149,3 @@ def server_warning(server: ServerChoice, health: Health) -> str | None:
             "set the right one with --api-key or WAAAH_API_KEY"
         )
     return f"Cannot connect to WAAAH server at {server.url}. Agent will run without MCP."
-
-
-def initial_health(server: ServerChoice) -> Health:
-    return check_server(server.url, server.api_key)

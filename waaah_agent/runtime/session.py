@@ -52,6 +52,7 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
+from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow, git_init, git_root
 
 
@@ -109,7 +110,7 @@ def setup_mcp(
 ) -> McpPlan:
     """Point the CLI at the WAAAH server through our proxy, and check the server once."""
     if adapter.mcp is None or opts.no_mcp:
-        return McpPlan(None, [], [], None)
+        return McpPlan(None, [], None)
     existing = mcp_setup.existing_entry(adapter.mcp, env)
     server = mcp_setup.choose_server(
         opts.server, opts.api_key, env, existing, console.interactive, console.ask
@@ -124,12 +125,12 @@ def setup_mcp(
     for note in notes:
         console.say(note)
         session.event("mcp-config", note=note)
-    health = mcp_setup.initial_health(server)
+    health = check_server(server.url, server.api_key)
     warning = mcp_setup.server_warning(server, health)
     if warning:
         console.say(warning)
     session.event("server", url=server.url, source=server.source, ok=health.ok, detail=health.detail)
-    return McpPlan(server, args, notes, health.detail)
+    return McpPlan(server, args, health.detail)
 
 
 def pick_adapter(name: str) -> Adapter:
@@ -290,7 +291,7 @@ def supervise(
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
-    return finish(outcome, adapter, state, session, opts, console)
+    return finish(outcome, adapter, state, session, console)
 
 
 @dataclass
@@ -428,12 +429,11 @@ def finish(
     adapter: Adapter,
     state: SessionState,
     session: SessionDir,
-    opts: AgentOptions,
     console: Console,
 ) -> int:
     status = outcome.status
     state.exit_code = status.code if status else None
-    resume_cmd = resume_command(opts, state)
+    resume_cmd = resume_command(state)
     if outcome.reason == "login":
         state.status = "login-required"
     elif outcome.reason == "gave-up":
@@ -474,7 +474,7 @@ def finish(
     return 0
 
 
-def resume_command(opts: AgentOptions, state: SessionState) -> str:
+def resume_command(state: SessionState) -> str:
     parts = ["waaah", "agent", f"--start={state.agent}", f"--as={state.workflow}", "--resume"]
     if Path(state.workspace) != Path.cwd().resolve():
         parts += ["--workspace", state.workspace]
