@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters
-from waaah_agent.errors import EXIT_CODES, WaaahError
+from waaah_agent.errors import EXIT_CODES, UsageError, WaaahError
 
 app = typer.Typer(
     add_completion=False,
@@ -179,6 +179,97 @@ def doctor(
     raise typer.Exit(doc.exit_code(checks))
 
 
+RUN_EXITS = (
+    "0: answered; 2: invalid input; 6: auth; 7: unknown or invalid session; 12: timeout (the --timeout "
+    "budget); 13: rate limit; 14: invalid model; 15: crash (or the CLI is not installed); 16: transient "
+    "error; 130: interrupted"
+)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog=f"Exit codes: {RUN_EXITS}",
+)
+def run(
+    ctx: typer.Context,
+    prompt: Annotated[
+        str | None,
+        typer.Argument(help='The prompt. Omitted or "-": read from stdin. Example: waaah run "explain x.py"'),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", help="The CLI to run (else WAAAH_DEFAULT_AGENT, else gemini). Example: --agent claude"
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", help="Continue this run's CLI session (its own resume); appends to its log."
+        ),
+    ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--parent",
+            help="Link this run under a run or supervised session (else WAAAH_PARENT_ID) in `waaah sessions`.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", help="Seconds for the whole run: every attempt, wait and fallback."),
+    ] = 600.0,
+    fallback: Annotated[
+        str | None,
+        typer.Option("--fallback", help="CLIs to try next, in order. Example: --fallback claude,gemini"),
+    ] = None,
+    context: Annotated[
+        Path | None,
+        typer.Option(
+            "--context", help="A file put before the prompt (default: CONTEXT.md of the workspace)."
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="json (the envelope), text (the answer) or llm (for a model).")
+    ] = "json",
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="Run here (its git root). Default: the current directory."),
+    ] = None,
+) -> None:
+    """Run one prompt through an agent CLI headless and print one JSON envelope.
+
+    Retries transient errors, waits out short rate limits, falls back to the next CLI of
+    --fallback on a crash or timeout, all within --timeout. Anything after `--` goes to the CLI.
+    Each run is logged to .waaah/runs/<day>/<session id>.jsonl.
+    """
+    from waaah_agent.runtime import oneshot
+
+    options = oneshot.RunOptions(
+        prompt=prompt,
+        agent=agent,
+        model=model,
+        session=session,
+        parent=parent,
+        timeout=timeout,
+        fallback=[a.strip() for a in (fallback or "").split(",") if a.strip()],
+        context=context,
+        format=fmt,
+        extra_args=[a for a in ctx.args if a != "--"],
+        workspace=workspace,
+    )
+
+    def go() -> int:
+        oneshot.check_format(fmt)
+        if timeout <= 0:
+            raise UsageError("--timeout must be more than 0 seconds")
+        oneshot.interrupt_on_sigterm()
+        return oneshot.execute(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
+
+    _exit(go)
+
+
 @app.command()
 def sessions(
     workspace: Annotated[
@@ -186,11 +277,14 @@ def sessions(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """List the supervised sessions of this workspace, newest first: state, restarts, tokens."""
-    from waaah_agent.runtime import report
+    """Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
+    id, kind, agent, status, tokens in/out, first prompt line."""
+    from waaah_agent.runtime import runlog
+    from waaah_agent.runtime.workspace import git_root
 
-    rows = report.reports_for(workspace or Path.cwd())
-    print(json.dumps([r.to_json() for r in rows], indent=2) if as_json else report.table(rows))
+    start = (workspace or Path.cwd()).resolve()
+    roots = runlog.tree(git_root(start) or start)
+    print(json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots))
 
 
 @app.command()
@@ -252,6 +346,8 @@ def _exit(action: object) -> None:
     except WaaahError as err:
         print(f"waaah: {err}", file=sys.stderr)
         raise typer.Exit(err.exit_code) from None
+    except BrokenPipeError:
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         print("waaah: interrupted", file=sys.stderr)
         raise typer.Exit(130) from None

@@ -16,8 +16,22 @@ from pathlib import Path
 from waaah_agent.core import detect
 from waaah_agent.core.detect import ScreenRules
 
-__all__ = ["Adapter", "ScreenRules"]
+__all__ = ["Adapter", "Headless", "ScreenRules"]
 from waaah_agent.core.screen import ScreenView
+
+
+@dataclass(frozen=True)
+class Headless:
+    """How `waaah run` drives the CLI: one prompt, a JSON stream on stdout, then exit.
+
+    ``argv(prompt, session_id, resume, model)`` returns the arguments after the binary;
+    ``prompt`` is None when the prompt goes to stdin instead (long prompts never go through
+    argv). ``session_id`` is ours for a fresh run when ``own_session_ids`` (the CLI accepts
+    it), the CLI's own when resuming, "" for a fresh run of a CLI that picks its own id."""
+
+    argv: Callable[[str | None, str, bool, str | None], list[str]]
+    parser: str
+    own_session_ids: bool = True
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,10 @@ class Adapter:
     # (a per-run --mcp-config file), or None (it has no MCP).
     mcp: str | None = None
     simulated: bool = False
+    # One-shot JSON-stream mode for `waaah run` (None: the CLI has none).
+    headless: Headless | None = None
+    # False for CLIs that `waaah agent` cannot supervise yet (no recorded screen rules).
+    interactive: bool = True
 
     def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:
         args = self.resume_args(session_id) if resume else self.fresh_args(session_id)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from waaah_agent.adapters.base import Adapter, ScreenRules
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -24,6 +24,13 @@ def _needs_login(env: Mapping[str, str]) -> bool:
         return False
     config = Path(env.get("CLAUDE_CONFIG_DIR") or str(Path(env.get("HOME", "~")) / ".claude")).expanduser()
     return not (config / ".credentials.json").exists()
+
+
+def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
+    """``claude -p [PROMPT] --output-format stream-json --verbose``; without PROMPT, stdin."""
+    args = ["-p", *([prompt] if prompt is not None else []), "--output-format", "stream-json", "--verbose"]
+    args += ["--resume", session_id] if resume else ["--session-id", session_id]
+    return [*args, "--model", model] if model else args
 
 
 RULES = ScreenRules(
@@ -62,4 +69,5 @@ ADAPTER = Adapter(
     mcp="claude",
     # wait_for_prompt long-polls for up to 300 s: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": "330000"},
+    headless=Headless(_headless, parser="claude"),
 )

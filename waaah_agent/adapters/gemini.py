@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from waaah_agent.adapters.base import Adapter, ScreenRules
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -35,6 +35,13 @@ def _needs_login(env: Mapping[str, str]) -> bool:
     )
     # Vertex, Cloud Shell and compute ADC logins leave no file we can check: trust them.
     return auth in (None, "gemini-api-key", "oauth-personal")
+
+
+def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
+    """``gemini -p PROMPT --output-format stream-json``; with ``-p ""`` gemini reads stdin."""
+    args = ["-p", prompt if prompt is not None else "", "--output-format", "stream-json"]
+    args += ["--resume", session_id] if resume else ["--session-id", session_id]
+    return [*args, "--model", model] if model else args
 
 
 RULES = ScreenRules(
@@ -73,4 +80,5 @@ ADAPTER = Adapter(
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
+    headless=Headless(_headless, parser="gemini"),
 )

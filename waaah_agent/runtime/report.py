@@ -18,6 +18,7 @@ from waaah_agent.runtime.workspace import git_root
 class SessionReport:
     id: str
     agent: str
+    workflow: str
     status: str
     live: bool  # a supervisor holds the session's lock right now
     agent_state: str  # the last state the detector recorded
@@ -83,6 +84,7 @@ def reports(workspace: Path) -> list[SessionReport]:
             SessionReport(
                 id=state.id,
                 agent=state.agent,
+                workflow=state.workflow,
                 status=state.status if is_live(folder) or state.status != "running" else "supervisor gone",
                 live=is_live(folder),
                 agent_state=str(states[-1].get("state")) if states else "unknown",

@@ -93,6 +93,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         raise LoginRequired(login_message(adapter))
     store = SessionStore(workspace / ".waaah" / "sessions")
     session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
+    # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
+    child_env["WAAAH_PARENT_ID"] = state.id
     try:
         plan = setup_mcp(opts, adapter, child_env, session, state, console)
         return supervise(opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan)

@@ -1,0 +1,124 @@
+"""Stream parsers and error classes on real headless streams (tests/fixtures/streams, recorded by
+scripts/record_streams.py from the pinned CLIs against the fake model: 1200 input / 34 output
+tokens per model call)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from waaah_agent.core import failures as F
+from waaah_agent.core.failures import classify
+from waaah_agent.core.streams import StreamSummary, parser_for
+
+STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
+CLIS = {"gemini": "gemini-0.61.0", "claude": "claude-2.1.330"}
+
+
+def recorded(cli: str, scenario: str) -> tuple[StreamSummary, int | None, str]:
+    folder = STREAMS / CLIS[cli]
+    summary = parser_for(cli).feed_all(
+        (folder / f"{scenario}.stdout").read_text(encoding="utf-8").splitlines()
+    )
+    code = (folder / f"{scenario}.exit").read_text().strip()
+    return summary, None if code == "timeout" else int(code), (folder / f"{scenario}.stderr").read_text()
+
+
+def failure_of(cli: str, scenario: str) -> F.Failure | None:
+    summary, code, stderr = recorded(cli, scenario)
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+    return classify(code, stderr, summary, timed_out=code is None, now=now, tz=timezone.utc)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_answer_has_session_model_response_and_tokens(cli: str) -> None:
+    summary, code, _ = recorded(cli, "answer")
+    assert code == 0 and summary.finished
+    assert summary.response == "Hello from the fake model."
+    assert len(summary.session_id) == 36 and summary.model
+    assert (summary.tokens.input, summary.tokens.output, summary.tokens.total) == (1200, 34, 1234)
+    assert summary.tools.call_count == 0 and summary.tools.activity_class == "none"
+    assert failure_of(cli, "answer") is None
+
+
+def test_claude_reports_cost_and_gemini_does_not() -> None:
+    assert recorded("claude", "answer")[0].tokens.cost_usd == pytest.approx(0.00548)
+    assert recorded("gemini", "answer")[0].tokens.cost_usd is None
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_tool_turn_counts_the_mcp_call_and_keeps_the_final_answer(cli: str) -> None:
+    summary, code, _ = recorded(cli, "tool")
+    assert code == 0
+    assert summary.response == "Back from wait_for_prompt."
+    assert summary.tools.call_count == 1 and summary.tools.error_count == 0
+    assert summary.tools.tool_names[0].endswith("wait_for_prompt")
+    assert summary.tools.activity_class == "mcp"
+    assert (summary.tokens.input, summary.tokens.output) == (2400, 68)  # two model calls
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_resume_keeps_the_session_id(cli: str) -> None:
+    first, _, _ = recorded(cli, "answer")
+    again, code, _ = recorded(cli, "resume")
+    assert code == 0 and again.session_id == first.session_id
+
+
+@pytest.mark.parametrize(
+    ("cli", "scenario", "kind", "recoverable"),
+    [
+        ("gemini", "rate_limit", F.RATE_LIMIT, True),
+        ("claude", "rate_limit", F.RATE_LIMIT, True),
+        ("gemini", "auth", F.AUTH, False),
+        ("claude", "auth", F.AUTH, False),
+        ("gemini", "no_key", F.AUTH, False),
+        ("claude", "no_key", F.AUTH, False),
+        ("gemini", "bad_model", F.INVALID_MODEL, False),
+        ("claude", "bad_model", F.INVALID_MODEL, False),
+        ("gemini", "bad_session", F.INVALID_SESSION, False),
+        ("claude", "bad_session", F.INVALID_SESSION, False),
+        ("claude", "server_error", F.TRANSIENT, True),
+        # gemini keeps retrying a 500 on its own: the run's time budget cuts it off.
+        ("gemini", "server_error", F.TIMEOUT, True),
+    ],
+)
+def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, recoverable: bool) -> None:
+    failure = failure_of(cli, scenario)
+    assert failure is not None, f"{cli} {scenario} not seen as a failure"
+    assert (failure.type, failure.recoverable) == (kind, recoverable), failure
+    assert failure.message and "\n" not in failure.message
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_models_own_words_about_rate_limits_are_not_an_error(cli: str) -> None:
+    summary, code, _ = recorded(cli, "rate_limit_words")
+    assert code == 0 and "rate limit" in summary.response
+    assert summary.error == "" and failure_of(cli, "rate_limit_words") is None
+
+
+def test_claude_error_text_is_not_taken_as_the_answer() -> None:
+    summary, _, _ = recorded("claude", "server_error")
+    assert summary.error.startswith("API Error: 500") and summary.error_status == 500
+    assert summary.response == ""
+
+
+def test_noise_lines_are_dropped_and_counted() -> None:
+    parser = parser_for("gemini")
+    lines = ["Loaded cached credentials.", '{"type":"init","session_id":"s1","model":"m"}', "[1, 2]", ""]
+    summary = parser.feed_all(lines)
+    assert (summary.session_id, summary.events, summary.noise) == ("s1", 1, 2)
+
+
+def test_a_killed_cli_with_nothing_to_say_is_a_crash() -> None:
+    failure = classify(-9, "", StreamSummary())
+    assert failure is not None and failure.type == F.CRASH and "signal 9" in failure.message
+
+
+def test_rate_limit_reset_time_is_parsed() -> None:
+    summary = StreamSummary(error="You've hit your limit · resets 3pm (UTC)", error_status=429)
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+    failure = classify(1, "", summary, now=now, tz=timezone.utc)
+    assert failure is not None and failure.type == F.RATE_LIMIT
+    assert failure.reset_at == datetime(2026, 11, 22, 15, 0, tzinfo=timezone.utc)

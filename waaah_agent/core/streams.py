@@ -1,0 +1,282 @@
+"""Parsers of the CLIs' headless JSON streams (one JSON object per line).
+
+Fed one line at a time, a parser keeps a :class:`StreamSummary`: the CLI's session id and model,
+the final answer, token numbers as the CLI reports them, tool activity, and the CLI's *own* error
+report (an API error it gave up on), kept apart from anything the model says. Lines that are not
+JSON objects (warnings some CLIs print on stdout) are counted as noise and dropped.
+
+Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+# Tool names by the kind of effect they have, strongest last (see activity_class).
+_EDIT = re.compile(
+    r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch)$"
+)
+_SHELL = re.compile(r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command)$")
+_MCP = re.compile(r"^(mcp__?|waaah_)")
+_READ = re.compile(
+    r"(?i)^(read|read_file|read_many_files|glob|grep|search|search_file_content|list_directory|ls|"
+    r"web_fetch|webfetch|websearch|google_web_search|todowrite|todoread|task|toolsearch)$"
+)
+
+
+@dataclass
+class ToolActivity:
+    call_count: int = 0
+    error_count: int = 0
+    tool_names: list[str] = field(default_factory=list)
+
+    def called(self, name: str) -> None:
+        self.call_count += 1
+        if name and name not in self.tool_names:
+            self.tool_names.append(name)
+
+    @property
+    def activity_class(self) -> str:
+        """The most consequential kind of tool the run used: ``none``, ``read``, ``mcp``, ``shell``
+        or ``edit`` (``other`` for tools of no known kind only)."""
+        if not self.call_count:
+            return "none"
+        kinds = {_kind(n) for n in self.tool_names}
+        for kind in ("edit", "shell", "mcp", "read"):
+            if kind in kinds:
+                return kind
+        return "other"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_count": self.call_count,
+            "error_count": self.error_count,
+            "tool_names": list(self.tool_names),
+            "activity_class": self.activity_class,
+        }
+
+
+def _kind(name: str) -> str:
+    if _MCP.match(name):
+        return "mcp"
+    for kind, pattern in (("edit", _EDIT), ("shell", _SHELL), ("read", _READ)):
+        if pattern.match(name):
+            return kind
+    return "other"
+
+
+@dataclass
+class Tokens:
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    total: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Tokens) -> Tokens:
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0) + (other.cost_usd or 0)
+        )
+        return Tokens(
+            self.input + other.input,
+            self.output + other.output,
+            self.cached + other.cached,
+            self.total + other.total,
+            round(cost, 6) if cost is not None else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "input": self.input,
+            "output": self.output,
+            "cached": self.cached,
+            "total": self.total,
+        }
+        if self.cost_usd is not None:
+            out["cost_usd"] = self.cost_usd
+        return out
+
+
+@dataclass
+class StreamSummary:
+    session_id: str = ""
+    model: str = ""
+    # The final answer: the assistant text after the last tool call (claude: its `result`).
+    response: str = ""
+    tokens: Tokens = field(default_factory=Tokens)
+    tools: ToolActivity = field(default_factory=ToolActivity)
+    # The CLI's own error report, never the model's words.
+    error: str = ""
+    error_status: int | None = None  # an HTTP status the CLI names
+    error_kind: str = ""  # the CLI's own label for it (e.g. claude's "rate_limit")
+    finished: bool = False  # the stream's final result event was seen
+    events: int = 0
+    noise: int = 0
+    retries: int = 0  # retries the CLI reported making on its own
+
+
+Apply = Callable[[dict[str, Any], StreamSummary], None]
+
+
+class StreamParser:
+    """Feed it stdout lines; read ``summary``. ``feed`` returns the event it parsed (or None)."""
+
+    def __init__(self, apply: Apply) -> None:
+        self._apply = apply
+        self.summary = StreamSummary()
+
+    def feed(self, line: str | bytes) -> dict[str, Any] | None:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        text = line.strip()
+        if not text:
+            return None
+        try:
+            event = json.loads(text)
+        except ValueError:
+            self.summary.noise += 1
+            return None
+        if not isinstance(event, dict):
+            self.summary.noise += 1
+            return None
+        self.summary.events += 1
+        self._apply(event, self.summary)
+        return event
+
+    def feed_all(self, lines: Iterable[str | bytes]) -> StreamSummary:
+        for line in lines:
+            self.feed(line)
+        return self.summary
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+# --------------------------------------------------------------------------------------------
+# gemini -p ... --output-format stream-json
+# lines: init, message (user | assistant with delta), tool_use, tool_result, error, result
+# --------------------------------------------------------------------------------------------
+
+_STATUS_IN_TEXT = re.compile(r'(?:"code"\s*:\s*|API Error: |\((?=\d{3}\)))(\d{3})\b')
+
+
+def apply_gemini(event: dict[str, Any], s: StreamSummary) -> None:
+    kind = event.get("type")
+    if kind == "init":
+        s.session_id = str(event.get("session_id") or s.session_id)
+        s.model = str(event.get("model") or s.model)
+    elif kind == "message" and event.get("role") == "assistant":
+        text = str(event.get("content") or "")
+        s.response = s.response + text if event.get("delta") else text
+    elif kind == "tool_use":
+        s.tools.called(str(event.get("tool_name") or ""))
+        s.response = ""
+    elif kind == "tool_result":
+        if event.get("status") not in (None, "success"):
+            s.tools.error_count += 1
+    elif kind == "error" and event.get("severity") not in ("warning", "info"):
+        s.error = str(event.get("message") or s.error)
+    elif kind == "result":
+        s.finished = True
+        stats = event.get("stats") or {}
+        s.tokens = Tokens(
+            input=_int(stats.get("input_tokens")),
+            output=_int(stats.get("output_tokens")),
+            cached=_int(stats.get("cached")),
+            total=_int(stats.get("total_tokens")),
+        )
+        if event.get("status") != "success":
+            error = event.get("error") or {}
+            s.error = (
+                str(error.get("message") or "gemini reported an error")
+                if isinstance(error, dict)
+                else str(error)
+            )
+            s.error_kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+            found = _STATUS_IN_TEXT.search(s.error)
+            s.error_status = int(found.group(1)) if found else None
+
+
+# --------------------------------------------------------------------------------------------
+# claude -p ... --output-format stream-json --verbose
+# lines: system (init, api_retry, ...), assistant, user (tool results), result
+# --------------------------------------------------------------------------------------------
+
+
+def apply_claude(event: dict[str, Any], s: StreamSummary) -> None:
+    kind = event.get("type")
+    if kind == "system":
+        if event.get("subtype") == "init":
+            s.session_id = str(event.get("session_id") or s.session_id)
+            s.model = str(event.get("model") or s.model)
+        elif event.get("subtype") == "api_retry":
+            s.retries += 1
+    elif kind == "assistant":
+        message = event.get("message") or {}
+        if event.get("is_api_error_message") or event.get("error"):
+            # claude's own error, shaped as a message from a "<synthetic>" model.
+            s.error = _claude_text(message) or s.error
+            s.error_kind = str(event.get("error") or "")
+            s.error_status = _int(event.get("api_error_status")) or s.error_status
+            return
+        for block in message.get("content") or []:
+            if block.get("type") == "tool_use":
+                s.tools.called(str(block.get("name") or ""))
+                s.response = ""
+        text = _claude_text(message)
+        if text:
+            s.response = text
+    elif kind == "user":
+        for block in (event.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error"):
+                s.tools.error_count += 1
+    elif kind == "result":
+        s.finished = True
+        s.session_id = str(event.get("session_id") or s.session_id)
+        usage = event.get("usage") or {}
+        fresh = _int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+        cached = _int(usage.get("cache_read_input_tokens"))
+        output = _int(usage.get("output_tokens"))
+        cost = event.get("total_cost_usd")
+        s.tokens = Tokens(
+            fresh,
+            output,
+            cached,
+            fresh + cached + output,
+            float(cost) if isinstance(cost, (int, float)) else None,
+        )
+        models = [m for m in (event.get("modelUsage") or {}) if m != "<synthetic>"]
+        if models and not s.model:
+            s.model = models[0]
+        if event.get("is_error"):
+            s.error = (
+                str(event.get("result") or "")
+                or s.error
+                or str(event.get("subtype") or "claude reported an error")
+            )
+            s.error_status = _int(event.get("api_error_status")) or s.error_status
+            s.error_kind = s.error_kind or str(event.get("api_error_type") or event.get("subtype") or "")
+        elif isinstance(event.get("result"), str):
+            s.response = event["result"]
+
+
+def _claude_text(message: dict[str, Any]) -> str:
+    return "".join(
+        str(b.get("text") or "")
+        for b in message.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+PARSERS: dict[str, Apply] = {"gemini": apply_gemini, "claude": apply_claude}
+
+
+def parser_for(agent: str) -> StreamParser:
+    return StreamParser(PARSERS[agent])

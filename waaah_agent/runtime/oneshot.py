@@ -1,0 +1,601 @@
+"""`waaah run`: one prompt through a CLI's headless JSON-stream mode, one envelope out.
+
+The decisions are pure (core/streams.py parses, core/failures.py classifies, core/resilience.py
+picks retry / fallback / stop, core/present.py formats); this module is the shell around them:
+it spawns the CLI in its own process group, reads its stdout and stderr as they come, writes
+the run log, sleeps between attempts, keeps the circuit breakers, and kills the group on a
+timeout or Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from waaah_agent import adapters
+from waaah_agent.adapters.base import Adapter, Headless
+from waaah_agent.core import failures as F
+from waaah_agent.core import present
+from waaah_agent.core.failures import Failure, classify
+from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.core.resilience import RetryConfig, next_step
+from waaah_agent.core.streams import StreamSummary, Tokens, parser_for
+from waaah_agent.errors import SessionNotFound, UsageError
+from waaah_agent.runtime import runlog
+from waaah_agent.runtime.child import _die_with_parent
+from waaah_agent.runtime.workspace import git_root
+
+#: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
+ARGV_PROMPT_LIMIT = 30 * 1024
+DEFAULT_AGENT = "gemini"
+KILL_GRACE = 3.0
+STDERR_KEEP = 64 * 1024
+
+#: Process exit codes of `waaah run`, by error type (the envelope's `exit_code`).
+EXIT_BY_TYPE = {
+    F.INVALID_INPUT: 2,
+    F.AUTH: 6,
+    F.INVALID_SESSION: 7,
+    F.TIMEOUT: 12,
+    F.RATE_LIMIT: 13,
+    F.INVALID_MODEL: 14,
+    F.CRASH: 15,
+    F.TRANSIENT: 16,
+    F.INTERRUPTED: 130,
+}
+
+
+@dataclass
+class RunOptions:
+    prompt: str | None = None  # None: read it from stdin
+    agent: str | None = None
+    model: str | None = None
+    session: str | None = None
+    parent: str | None = None
+    timeout: float = 600.0
+    fallback: list[str] = field(default_factory=list)
+    context: Path | None = None
+    format: str = "json"
+    extra_args: list[str] = field(default_factory=list)
+    workspace: Path | None = None
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
+@dataclass
+class Outcome:
+    """One CLI process."""
+
+    exit_code: int | None
+    timed_out: bool
+    interrupted: bool
+    stderr: str
+    summary: StreamSummary
+    seconds: float
+
+
+class Interrupted(Exception):
+    """Ctrl+C (or SIGTERM) while a CLI ran or between attempts."""
+
+
+# --------------------------------------------------------------------------------------------
+# One CLI process
+# --------------------------------------------------------------------------------------------
+
+
+def run_cli(
+    argv: list[str],
+    stdin_data: bytes | None,
+    env: Mapping[str, str],
+    cwd: Path,
+    deadline: float,
+    agent: str,
+    on_line: Callable[[str], None],
+) -> Outcome:
+    """Run one CLI to its end (or ``deadline``, monotonic) and parse its stream as it comes."""
+    parser = parser_for(agent)
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        stdin: int | IO[bytes] = subprocess.DEVNULL
+        if stdin_data is not None:
+            spool = stack.enter_context(tempfile.TemporaryFile())
+            spool.write(stdin_data)
+            spool.seek(0)
+            stdin = spool
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own group: we signal exactly what we spawned
+            preexec_fn=_die_with_parent,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        timed_out = interrupted = False
+        pending, err = b"", bytearray()
+        sel = selectors.DefaultSelector()
+        for pipe in (proc.stdout, proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+            sel.register(pipe, selectors.EVENT_READ)
+        exited_at: float | None = None
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                if now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > 1.0:
+                    break  # the CLI is gone; something it left behind holds the pipes
+                for key, _ in sel.select(timeout=min(0.5, deadline - now)):
+                    chunk = _read(key.fileobj)  # type: ignore[arg-type]
+                    if chunk is None:
+                        continue
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    if key.fileobj is proc.stderr:
+                        err += chunk
+                        del err[:-STDERR_KEEP]
+                        continue
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for raw in lines:
+                        _line(raw, parser, on_line)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            sel.close()
+        if pending:
+            _line(pending, parser, on_line)
+        code = _finish(proc, deadline, stop=timed_out or interrupted)
+    outcome = Outcome(
+        code,
+        timed_out,
+        interrupted,
+        err.decode("utf-8", "replace"),
+        parser.summary,
+        time.monotonic() - started,
+    )
+    if interrupted:
+        raise _InterruptedRun(outcome)
+    return outcome
+
+
+class _InterruptedRun(Interrupted):
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__("interrupted")
+        self.outcome = outcome
+
+
+def _read(pipe: IO[bytes]) -> bytes | None:
+    """The next chunk; b"" at EOF; None on a spurious wake-up."""
+    try:
+        return os.read(pipe.fileno(), 65536)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _line(raw: bytes, parser: Any, on_line: Callable[[str], None]) -> None:
+    text = raw.decode("utf-8", "replace")
+    if parser.feed(text) is not None:
+        on_line(text)
+
+
+def _finish(proc: subprocess.Popen[bytes], deadline: float, stop: bool) -> int | None:
+    """Reap the CLI; on a stop (or when it lingers) its whole group gets SIGTERM, then SIGKILL."""
+    if not stop:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return proc.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+    _signal_group(proc.pid, signal.SIGKILL)  # anything of its group still alive
+    return None if stop else proc.returncode
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+# --------------------------------------------------------------------------------------------
+# The run: attempts, retries, fallback, envelope
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    agent: str
+    session_id: str
+    outcome: str  # "ok", an error type, or "skipped"
+    exit_code: int | None = None
+    duration_ms: int = 0
+    error: str = ""
+    waited_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "agent": self.agent,
+            "session_id": self.session_id,
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "duration_ms": self.duration_ms,
+        }
+        if self.error:
+            out["error"] = self.error
+        if self.waited_s:
+            out["waited_s"] = round(self.waited_s, 2)
+        return out
+
+
+def pick(name: str) -> tuple[Adapter, Headless]:
+    known = adapters.registry()
+    adapter = known.get(name)
+    headless_ones = sorted(n for n, a in known.items() if a.headless)
+    if adapter is None:
+        raise UsageError(f"unknown agent '{name}'; choose one of: {', '.join(headless_ones)}")
+    if adapter.headless is None:
+        raise UsageError(f"{name} has no headless mode; choose one of: {', '.join(headless_ones)}")
+    return adapter, adapter.headless
+
+
+def read_prompt(opts: RunOptions, stdin: IO[str]) -> str:
+    if opts.prompt is not None and opts.prompt != "-":
+        prompt = opts.prompt
+    elif stdin.isatty():
+        raise UsageError('no prompt: give it as an argument (waaah run "...") or on stdin')
+    else:
+        prompt = stdin.read()
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    return prompt
+
+
+def add_context(prompt: str, opts: RunOptions, workspace: Path) -> tuple[str, str]:
+    path = opts.context
+    if path is None:
+        default = workspace / "CONTEXT.md"
+        if not default.is_file():
+            return prompt, ""
+        path = default
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UsageError(f"cannot read the context file {path}: {err.strerror or err}") from None
+    return present.with_context(prompt, text, path.name), str(path)
+
+
+def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
+    """The whole `waaah run`; prints the result and returns the process exit code."""
+    started = time.monotonic()
+    deadline = started + opts.timeout
+    cwd = (opts.workspace or Path.cwd()).resolve()
+    workspace = git_root(cwd) or cwd
+    prompt = read_prompt(opts, stdin)
+    resumed = runlog.find_run(workspace, opts.session) if opts.session else None
+    if opts.session and resumed is None:
+        raise SessionNotFound(
+            f"unknown session id '{opts.session}': no run with that id in {workspace / '.waaah' / 'runs'} "
+            "(see: waaah sessions)"
+        )
+    primary = (
+        opts.agent or (resumed.agent if resumed else "") or env.get("WAAAH_DEFAULT_AGENT") or DEFAULT_AGENT
+    )
+    chain = list(dict.fromkeys([primary, *opts.fallback]))
+    for name in chain:
+        pick(name)
+    parent = opts.parent or env.get("WAAAH_PARENT_ID") or ""
+    if parent and not runlog.known_id(workspace, parent):
+        if opts.parent:
+            raise SessionNotFound(
+                f"unknown parent id '{parent}': no run or supervised session with that id in {workspace} "
+                "(see: waaah sessions)"
+            )
+        parent = ""  # an inherited id from another workspace: not ours to link
+    prompt, context_source = add_context(prompt, opts, workspace)
+    redact = Redactor(known_secrets(dict(env)))
+    log_id = opts.session or str(uuid.uuid4())
+    log_path = resumed.path if resumed else runlog.new_log_path(workspace, log_id, datetime.now())
+    log = runlog.RunLog(log_path, redact)
+    log.write(
+        "start",
+        prompt=prompt,
+        agent=primary,
+        model=opts.model,
+        parent_id=parent or None,
+        session=opts.session,
+        fallback=chain[1:],
+        context=context_source or None,
+        timeout_s=opts.timeout,
+        cwd=str(workspace),
+    )
+    run = _Run(opts, env, workspace, log, redact, deadline, log_id, resumed is not None)
+    try:
+        try:
+            envelope = run.through(chain, prompt)
+        except Interrupted:
+            envelope = run.envelope(F.INTERRUPTED, "interrupted (Ctrl+C): the CLI was stopped", True)
+        envelope.update(
+            parent_id=parent or None, log_path=str(log_path), duration_ms=_ms(time.monotonic() - started)
+        )
+        log.write("end", envelope=envelope)
+    finally:
+        log.close()
+    show(envelope, run.last_stderr, opts.format, log_path, out, redact)
+    if envelope.get("error"):
+        print(f"waaah: {envelope['error_type']}: {envelope['error']} (log: {log_path})", file=err)
+    return int(envelope["exit_code"])
+
+
+class _Run:
+    def __init__(
+        self,
+        opts: RunOptions,
+        env: Mapping[str, str],
+        workspace: Path,
+        log: runlog.RunLog,
+        redact: Redactor,
+        deadline: float,
+        log_id: str,
+        resuming: bool,
+    ) -> None:
+        self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
+        self.deadline, self.log_id, self.resuming = deadline, log_id, resuming
+        self.breakers = runlog.BreakerStore()
+        self.attempts: list[Attempt] = []
+        self.tried: list[str] = []
+        self.tokens = Tokens()
+        self.last: tuple[str, StreamSummary] | None = None
+        self.last_stderr = ""
+        self.failure: Failure | None = None
+        self.primary = ""
+
+    def through(self, chain: list[str], prompt: str) -> dict[str, Any]:
+        self.primary = chain[0]
+        for index, name in enumerate(chain):
+            has_next = index + 1 < len(chain)
+            done = self.on_cli(name, prompt, first_cli=index == 0, has_next=has_next)
+            if done is not None:
+                return done
+            if self.failure is not None and self.failure.type in (F.INVALID_INPUT, F.INVALID_SESSION):
+                break
+            if self.deadline - time.monotonic() <= 0:
+                break
+        failure = self.failure or Failure(F.CRASH, "no CLI could be run", True, None)
+        return self.envelope(failure.type, failure.message, failure.recoverable)
+
+    def on_cli(self, name: str, prompt: str, first_cli: bool, has_next: bool) -> dict[str, Any] | None:
+        adapter, headless = pick(name)
+        now = time.time()
+        breaker = self.breakers.get(name)
+        if not breaker.allows(now):
+            message = runlog.breaker_line(name, breaker, now)
+            self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
+            self.log.write("attempt_skipped", agent=name, reason=message)
+            self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
+            return None
+        binary = _which(adapter, self.env)
+        if binary is None:
+            self.failure = Failure(
+                F.CRASH, f"{adapter.binary} CLI not found. Install with: {adapter.install_hint}", False, None
+            )
+            self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
+            return None
+        self.tried.append(name)
+        retries, waited = 0, 0.0
+        session_id, resume = (self.log_id, True) if (first_cli and self.resuming) else ("", False)
+        while True:
+            if not resume:
+                session_id = self.fresh_session_id(headless)
+            outcome = self.attempt(adapter, headless, binary, prompt, session_id, resume)
+            sid = outcome.summary.session_id or session_id
+            failure = classify(
+                outcome.exit_code,
+                outcome.stderr,
+                outcome.summary,
+                timed_out=outcome.timed_out,
+                now=datetime.now().astimezone(),
+                tz=datetime.now().astimezone().tzinfo,
+            )
+            record = Attempt(
+                name, sid, failure.type if failure else "ok", outcome.exit_code, _ms(outcome.seconds)
+            )
+            record.waited_s = waited
+            if failure is not None:
+                record.error = self.redact(failure.message)
+            self.attempts.append(record)
+            self.log.write(
+                "attempt_end",
+                n=len(self.attempts),
+                **record.to_json(),
+                stderr_tail=outcome.stderr[-2000:] if failure else "",
+            )
+            if failure is None:
+                self.breakers.update(name, True, time.time())
+                self.failure = None
+                return self.envelope(None, "", False)
+            self.failure = Failure(
+                failure.type,
+                self.redact(failure.message),
+                failure.recoverable,
+                failure.exit_code,
+                failure.reset_at,
+            )
+            step = next_step(
+                failure,
+                retries,
+                self.deadline - time.monotonic(),
+                has_next,
+                time.time(),
+                random.random(),
+                self.opts.retry,
+            )
+            self.log.write(
+                "decision", agent=name, action=step.action, delay_s=round(step.delay, 2), reason=step.reason
+            )
+            if step.action != "retry":
+                # One breaker failure per run that gave up on this CLI (not per attempt).
+                self.breakers.update(name, False, time.time(), failure)
+                return None
+            retries += 1
+            waited = step.delay
+            _sleep(step.delay)
+
+    def fresh_session_id(self, headless: Headless) -> str:
+        if not headless.own_session_ids:
+            return ""
+        if not self.attempts and not self.resuming:
+            return self.log_id  # the first attempt names the log
+        return str(uuid.uuid4())
+
+    def attempt(
+        self, adapter: Adapter, headless: Headless, binary: str, prompt: str, session_id: str, resume: bool
+    ) -> Outcome:
+        data = prompt.encode("utf-8")
+        in_argv = len(data) <= ARGV_PROMPT_LIMIT
+        # --model names a model of the first CLI; a fallback CLI runs its own default.
+        model = self.opts.model if adapter.name == self.primary else None
+        argv = [
+            binary,
+            *headless.argv(prompt if in_argv else None, session_id, resume, model),
+            *self.opts.extra_args,
+        ]
+        shown = ["<prompt>" if (in_argv and a == prompt) else a for a in argv]
+        n = len(self.attempts) + 1
+        self.log.write(
+            "attempt",
+            n=n,
+            agent=adapter.name,
+            argv=shown,
+            session_id=session_id,
+            resume=resume,
+            prompt_on_stdin=not in_argv,
+        )
+        env = dict(self.env)
+        for key, value in adapter.extra_env.items():
+            env.setdefault(key, value)
+        env["WAAAH_PARENT_ID"] = self.log_id  # a nested `waaah run` links under this one
+        try:
+            outcome = run_cli(
+                argv,
+                None if in_argv else data,
+                env,
+                self.workspace,
+                self.deadline,
+                headless.parser,
+                lambda line: self.log.event(n, adapter.name, line),
+            )
+        except _InterruptedRun as stop:
+            self.record_outcome(adapter.name, stop.outcome)
+            self.attempts.append(
+                Attempt(
+                    adapter.name, session_id, F.INTERRUPTED, None, _ms(stop.outcome.seconds), "interrupted"
+                )
+            )
+            raise
+        self.record_outcome(adapter.name, outcome)
+        return outcome
+
+    def record_outcome(self, agent: str, outcome: Outcome) -> None:
+        self.tokens = self.tokens + outcome.summary.tokens
+        self.last = (agent, outcome.summary)
+        self.last_stderr = self.redact(outcome.stderr)
+
+    def envelope(self, error_type: str | None, error: str, recoverable: bool) -> dict[str, Any]:
+        agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
+        last = next((a for a in reversed(self.attempts) if a.outcome != "skipped"), None)
+        envelope: dict[str, Any] = {
+            "version": present.ENVELOPE_VERSION,
+            "ok": error_type is None,
+            "response": summary.response if error_type is None else "",
+            "agent": agent,
+            "model": summary.model or (self.opts.model or ""),
+            "session_id": summary.session_id or (last.session_id if last else ""),
+            "parent_id": None,
+            "log_id": self.log_id,
+            "duration_ms": 0,
+            "tokens": self.tokens.to_json(),
+            "tool_activity": summary.tools.to_json(),
+            "attempts": [a.to_json() for a in self.attempts],
+            "fallback_chain": list(self.tried),
+            "exit_code": 0,
+        }
+        if error_type is not None:
+            envelope.update(
+                error=self.redact(error),
+                error_type=error_type,
+                recoverable=recoverable,
+                exit_code=EXIT_BY_TYPE.get(error_type, 1),
+            )
+        return envelope
+
+
+def _which(adapter: Adapter, env: Mapping[str, str]) -> str | None:
+    import shutil
+
+    return shutil.which(adapter.binary, path=env.get("PATH"))
+
+
+def _sleep(seconds: float) -> None:
+    try:
+        time.sleep(max(0.0, seconds))
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted") from None
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def show(
+    envelope: dict[str, Any], stderr: str, fmt: str, log_path: Path, out: IO[str], redact: Redactor
+) -> None:
+    if fmt == "text":
+        text = present.plain_text(envelope)
+        out.write(text + ("" if text.endswith("\n") or not text else "\n"))
+    elif fmt == "llm":
+
+        def save(full: str) -> str:
+            path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
+            path.write_text(full, encoding="utf-8", errors="replace")
+            return str(path)
+
+        out.write(present.llm_text(envelope, redact(stderr), save) + "\n")
+    else:
+        out.write(present.json_text(envelope) + "\n")
+    out.flush()
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in ("json", "text", "llm"):
+        raise UsageError(f"unknown format '{fmt}'; choose json, text or llm")
+    return fmt
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM stops a run the way Ctrl+C does (the CLI's group is killed, the log kept)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)

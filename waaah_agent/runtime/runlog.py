@@ -1,0 +1,352 @@
+"""`waaah run` files: the per-run JSONL logs, the session tree, the persisted circuit breakers.
+
+A run log is ``<workspace>/.waaah/runs/<YYYY-MM-DD>/<log id>.jsonl``; the log id is the CLI
+session id the run started with (``--session ID`` appends to that session's existing log).
+Records, one JSON object per line, each with ``record`` and ``ts``:
+
+* ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source;
+* ``attempt`` / ``attempt_end``: one CLI process, its argv (the prompt elided), exit code, error;
+* ``event``: one JSON event of the CLI's stream as it came (secrets masked; non-JSON dropped);
+* ``end``: the envelope printed for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from waaah_agent.core.redact import Redactor
+from waaah_agent.core.resilience import Breaker, BreakerConfig
+from waaah_agent.runtime import report
+from waaah_agent.runtime.store import atomic_write
+
+
+def runs_root(workspace: Path) -> Path:
+    return workspace / ".waaah" / "runs"
+
+
+class RunLog:
+    """Appends records to one run's log; every line is written and flushed as it happens, so an
+    interrupted run keeps what it had."""
+
+    def __init__(self, path: Path, redact: Redactor) -> None:
+        self.path = path
+        self._redact = redact
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, record: str, **fields: Any) -> None:
+        line = json.dumps({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
+        self._fh.write(self._redact(line) + "\n")
+        self._fh.flush()
+
+    def event(self, attempt: int, agent: str, raw_line: str) -> None:
+        """One stream line, masked before it is parsed again (JSON-safe: masks hold no quotes)."""
+        masked = self._redact(raw_line.strip())
+        try:
+            event = json.loads(masked)
+        except ValueError:
+            return
+        line = json.dumps(
+            {
+                "record": "event",
+                "ts": round(time.time(), 3),
+                "attempt": attempt,
+                "agent": agent,
+                "event": event,
+            },
+            ensure_ascii=False,
+        )
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._fh.close()
+
+
+def new_log_path(workspace: Path, log_id: str, day: datetime) -> Path:
+    return runs_root(workspace) / day.strftime("%Y-%m-%d") / f"{log_id}.jsonl"
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"record": "event"' in line[:40]:
+                    continue  # stream events: not needed for summaries
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    if isinstance(record, dict):
+                        yield record
+    except OSError:
+        return
+
+
+@dataclass
+class RunSummary:
+    """One run log, summed over every prompt it carried."""
+
+    id: str
+    path: Path
+    day: str
+    agent: str = ""
+    status: str = "running"
+    first_prompt: str = ""
+    parent_id: str = ""
+    started: float = 0.0
+    tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0, "total": 0})
+    session_ids: list[str] = field(default_factory=list)
+    prompts: int = 0
+
+
+def summarize(path: Path) -> RunSummary:
+    run = RunSummary(id=path.stem, path=path, day=path.parent.name)
+    for record in _records(path):
+        kind = record.get("record")
+        if kind == "start":
+            run.prompts += 1
+            run.status = "running"
+            if not run.started:
+                run.started = float(record.get("ts") or 0)
+                run.agent = str(record.get("agent") or "")
+                run.first_prompt = _first_line(str(record.get("prompt") or ""))
+                run.parent_id = str(record.get("parent_id") or "")
+        elif kind == "end":
+            envelope = record.get("envelope") or {}
+            run.status = "error" if envelope.get("error") else "ok"
+            if envelope.get("error_type") == "interrupted":
+                run.status = "interrupted"
+            run.agent = str(envelope.get("agent") or run.agent)
+            for key in run.tokens:
+                run.tokens[key] += int((envelope.get("tokens") or {}).get(key) or 0)
+            sid = str(envelope.get("session_id") or "")
+            if sid and sid not in run.session_ids:
+                run.session_ids.append(sid)
+    return run
+
+
+def all_runs(workspace: Path) -> list[RunSummary]:
+    root = runs_root(workspace)
+    paths = sorted(root.glob("*/*.jsonl")) if root.is_dir() else []
+    return [summarize(p) for p in paths]
+
+
+def find_run(workspace: Path, run_id: str) -> RunSummary | None:
+    """The run whose log id, or one of whose CLI session ids, is ``run_id``."""
+    root = runs_root(workspace)
+    if not run_id or not root.is_dir():
+        return None
+    for path in sorted(root.glob(f"*/{run_id}.jsonl")):
+        return summarize(path)
+    for run in all_runs(workspace):
+        if run_id in run.session_ids:
+            return run
+    return None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("<context"):
+            return line.strip()[:80]
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# The tree of supervised sessions and runs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    id: str
+    kind: str  # "session" (supervised) or "run"
+    agent: str
+    status: str
+    first_prompt: str
+    tokens: dict[str, int]
+    day: str
+    started: float
+    parent_id: str = ""
+    aliases: tuple[str, ...] = ()
+    children: list[Node] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "agent": self.agent,
+            "status": self.status,
+            "first_prompt": self.first_prompt,
+            "tokens": self.tokens,
+            "day": self.day,
+            "parent_id": self.parent_id or None,
+            "children": [c.to_json() for c in self.children],
+        }
+
+
+def nodes(workspace: Path) -> list[Node]:
+    found: list[Node] = []
+    for r in report.reports(workspace):
+        started = _epoch(r.last_activity)
+        found.append(
+            Node(
+                id=r.id,
+                kind="session",
+                agent=r.agent,
+                status=f"{r.status}{' (live)' if r.live else ''}",
+                first_prompt=f"supervised: {r.workflow}" if r.workflow else "supervised session",
+                tokens={k: int(r.tokens.get(k, 0)) for k in ("input", "output", "cached")},
+                day=datetime.fromtimestamp(started).strftime("%Y-%m-%d") if started else "",
+                started=started,
+                aliases=(r.native_session_id,) if r.native_session_id else (),
+            )
+        )
+    for run in all_runs(workspace):
+        found.append(
+            Node(
+                id=run.id,
+                kind="run",
+                agent=run.agent,
+                status=run.status,
+                first_prompt=run.first_prompt,
+                tokens=dict(run.tokens),
+                day=run.day,
+                started=run.started,
+                parent_id=run.parent_id,
+                aliases=tuple(run.session_ids),
+            )
+        )
+    return found
+
+
+def known_id(workspace: Path, wanted: str) -> bool:
+    return any(wanted == n.id or wanted in n.aliases for n in nodes(workspace))
+
+
+def tree(workspace: Path) -> list[Node]:
+    """Root nodes, newest day first, newest first within a day; children oldest first."""
+    every = nodes(workspace)
+    by_id: dict[str, Node] = {}
+    for n in every:
+        by_id[n.id] = n
+        for alias in n.aliases:
+            by_id.setdefault(alias, n)
+    roots = []
+    for n in every:
+        parent = by_id.get(n.parent_id) if n.parent_id else None
+        if parent is not None and parent is not n:
+            parent.children.append(n)
+        else:
+            roots.append(n)
+    for n in every:
+        n.children.sort(key=lambda c: c.started)
+    return sorted(roots, key=lambda n: (n.day, n.started), reverse=True)
+
+
+def render_tree(roots: list[Node]) -> str:
+    if not roots:
+        return "no sessions or runs in this workspace"
+    lines: list[str] = []
+    day = None
+    for root in roots:
+        if root.day != day:
+            day = root.day
+            lines.append(f"{day or 'undated'}")
+        _render(root, "  ", "", lines)
+    return "\n".join(lines)
+
+
+def _render(node: Node, indent: str, branch: str, lines: list[str]) -> None:
+    tokens = f"{node.tokens.get('input', 0)}/{node.tokens.get('output', 0)}"
+    prompt = f'"{node.first_prompt}"' if node.first_prompt else ""
+    lines.append(
+        f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}  tokens {tokens}  {prompt}".rstrip()
+    )
+    child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
+    for i, child in enumerate(node.children):
+        _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines)
+
+
+def _epoch(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Circuit breakers, shared by every run of this user (platformdirs state dir)
+# --------------------------------------------------------------------------------------------
+
+
+def state_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("waaah-agent"))
+
+
+class BreakerStore:
+    """``breakers.json`` under the user state dir; read-modify-write under a lock file, replaced
+    atomically. A corrupt file is moved aside and counts as all-closed."""
+
+    def __init__(self, folder: Path | None = None, config: BreakerConfig | None = None) -> None:
+        self.folder = folder or state_dir()
+        self.path = self.folder / "breakers.json"
+        self.config = config or BreakerConfig()
+
+    def load(self) -> dict[str, Breaker]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                self.path.replace(self.path.with_name(f"breakers.corrupt-{int(time.time())}.json"))
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {name: Breaker.from_json(entry, self.config) for name, entry in data.items()}
+
+    def get(self, agent: str) -> Breaker:
+        return self.load().get(agent) or Breaker(config=self.config)
+
+    def update(self, agent: str, ok: bool, now: float, failure: Any = None) -> Breaker:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with (self.folder / "breakers.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            breakers = self.load()
+            breaker = breakers.get(agent) or Breaker(config=self.config)
+            breaker.record(ok, now, failure)
+            breakers[agent] = breaker
+            atomic_write(
+                self.path, json.dumps({k: b.to_json() for k, b in breakers.items()}, indent=2) + "\n", 0o600
+            )
+        return breaker
+
+
+def breaker_line(agent: str, breaker: Breaker, now: float) -> str:
+    state = breaker.state(now)
+    if state == "closed":
+        return (
+            f"{agent}: closed ({breaker.failures} failure(s) in a row)"
+            if breaker.failures
+            else f"{agent}: closed"
+        )
+    until = datetime.fromtimestamp(breaker.retry_at() or now).astimezone().strftime("%H:%M:%S")
+    if state == "open":
+        return f"{agent}: OPEN after {breaker.failures} failures in a row, skipped until {until} (last: {breaker.last_error[:120]})"
+    return f"{agent}: half-open (the next run tries it once; last: {breaker.last_error[:120]})"
+
+
+def remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
