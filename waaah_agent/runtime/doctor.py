@@ -48,12 +48,34 @@ def run_checks(
         checks.append(check_cli(adapter, env, required=agents is not None))
         checks.append(check_login(adapter, env))
         checks.append(check_mcp_entry(adapter, env))
+        if adapter.headless is not None:
+            checks.append(check_breaker(name))
     checks.append(check_server_reachable(env, server, api_key, chosen))
     root = git_root(workspace)
     checks.append(check_git(workspace, root))
     checks.append(check_workflow(workflow, root or workspace))
     checks.append(check_writable(root or workspace))
     return checks
+
+
+def check_breaker(name: str) -> Check:
+    """The `waaah run` circuit breaker of this CLI (shared by all runs of this user)."""
+    import time
+
+    from waaah_agent.runtime import runlog
+
+    store = runlog.BreakerStore()
+    breaker = store.get(name)
+    now = time.time()
+    line = runlog.breaker_line(name, breaker, now)
+    if breaker.state(now) == "closed":
+        return Check(f"{name} run breaker", "ok", line)
+    return Check(
+        f"{name} run breaker",
+        "warn",
+        line,
+        f"fix the cause (see the last error), or delete {store.path} to close it now",
+    )
 
 
 def cli_version(binary: str) -> str:

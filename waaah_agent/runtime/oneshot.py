@@ -83,6 +83,7 @@ class Outcome:
     stderr: str
     summary: StreamSummary
     seconds: float
+    pid: int = 0
 
 
 class Interrupted(Exception):
@@ -170,6 +171,7 @@ def run_cli(
         err.decode("utf-8", "replace"),
         parser.summary,
         time.monotonic() - started,
+        proc.pid,
     )
     if interrupted:
         raise _InterruptedRun(outcome)
@@ -427,6 +429,7 @@ class _Run:
             self.log.write(
                 "attempt_end",
                 n=len(self.attempts),
+                pid=outcome.pid,
                 **record.to_json(),
                 stderr_tail=outcome.stderr[-2000:] if failure else "",
             )
@@ -507,6 +510,9 @@ class _Run:
             )
         except _InterruptedRun as stop:
             self.record_outcome(adapter.name, stop.outcome)
+            self.log.write(
+                "attempt_end", n=n, pid=stop.outcome.pid, agent=adapter.name, outcome=F.INTERRUPTED
+            )
             self.attempts.append(
                 Attempt(
                     adapter.name, session_id, F.INTERRUPTED, None, _ms(stop.outcome.seconds), "interrupted"

@@ -1,0 +1,74 @@
+"""`waaah run` refusing bad input with one clear line, before any CLI starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.helpers import WAAAH
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+def run(
+    ws: Path, *args: str, path: str = "/usr/bin:/bin", stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": path,
+        "HOME": str(ws.parent),
+        "XDG_STATE_HOME": str(ws.parent / "state"),
+        "LANG": "C.UTF-8",
+    }
+    return subprocess.run(
+        [WAAAH, "run", *args], cwd=ws, env=env, input=stdin, capture_output=True, text=True, timeout=30
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "message"),
+    [
+        (("hi", "--agent", "nope"), "", 2, "unknown agent 'nope'; choose one of:"),
+        (("hi", "--agent", "simulated"), "", 2, "simulated has no headless mode"),
+        (("hi", "--agent", "gemini", "--fallback", "claude,nope"), "", 2, "unknown agent 'nope'"),
+        ((), "   \n", 2, "the prompt is empty"),
+        (("hi", "--format", "yaml"), "", 2, "unknown format 'yaml'; choose json, text or llm"),
+        (("hi", "--timeout", "0"), "", 2, "--timeout must be more than 0 seconds"),
+        (("hi", "--context", "missing.md"), "", 2, "cannot read the context file missing.md"),
+        (("hi", "--session", "abc"), "", 7, "unknown session id 'abc'"),
+        (("hi", "--parent", "abc"), "", 7, "unknown parent id 'abc'"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    ws: Path, args: tuple[str, ...], stdin: str, code: int, message: str
+) -> None:
+    done = run(ws, *args, stdin=stdin)
+    assert done.returncode == code, done.stderr
+    assert done.stdout == ""
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (ws / ".waaah" / "runs").exists()  # nothing was started or logged
+
+
+def test_a_missing_cli_is_a_crash_with_the_install_command(ws: Path) -> None:
+    done = run(ws, "hi", "--agent", "claude")
+    assert done.returncode == 15
+    envelope = json.loads(done.stdout)
+    assert envelope["error_type"] == "crash" and envelope["recoverable"] is False
+    assert envelope["error"] == "claude CLI not found. Install with: npm install -g @anthropic-ai/claude-code"
+    assert envelope["attempts"][0]["outcome"] == "crash" and envelope["fallback_chain"] == []
+    assert "waaah: crash: claude CLI not found" in done.stderr
+
+
+def test_default_agent_comes_from_the_environment(ws: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "WAAAH_DEFAULT_AGENT": "claude"}
+    env["XDG_STATE_HOME"] = str(ws.parent / "state")
+    done = subprocess.run([WAAAH, "run", "hi"], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
+    assert json.loads(done.stdout)["attempts"][0]["agent"] == "claude"
