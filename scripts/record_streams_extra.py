@@ -225,7 +225,9 @@ def opencode_env(dirs: Dirs, key: str | None) -> dict[str, str]:
 
 def opencode_argv(binary: Path, scenario: str, session: str | None) -> list[str]:
     """Headless opencode argv of a scenario."""
-    argv = [str(binary), "run", "--format", "json"]
+    # ERROR-level logs on stderr: the only place opencode names the cause of a local failure
+    # (its JSON error event then just says "Unexpected server error").
+    argv = [str(binary), "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
     if scenario == "resume":
         if session is None:
             raise RuntimeError("resume needs the session id of the answer run")
