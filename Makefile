@@ -7,7 +7,7 @@ WORKFLOW ?= waaah-orc
 CLI_DIR := .cache/clis
 export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 
-.PHONY: run test lint unit runtime e2e clis demo bench venv clean
+.PHONY: run test lint unit runtime e2e clis clis-extra demo bench venv clean
 
 venv: $(VENV)/.installed
 
@@ -43,6 +43,10 @@ e2e: venv clis
 ## Install the pinned real CLIs into .cache/clis (reused on later runs).
 clis:
 	scripts/install_clis.sh
+
+## Also the headless-only CLIs of `waaah run` (codex, opencode; ~600 MB, not part of `clis`).
+clis-extra:
+	scripts/install_clis.sh extra
 
 ## The supervisor over a bundled SIMULATED agent (no account, no model needed).
 demo: venv

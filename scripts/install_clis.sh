@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the pinned real CLIs into <repo>/.cache/clis (never globally).
-# Usage: scripts/install_clis.sh [gemini|claude|all]   (default: all)
+# Usage: scripts/install_clis.sh [gemini|claude|all|extra]   (default: all)
+# `extra` installs the headless-only CLIs of `waaah run` (codex, opencode); not part of `all`
+# (codex alone is ~400 MB).
 # Idempotent: a CLI whose installed package.json already carries the pin is left alone.
 set -euo pipefail
 
@@ -8,6 +10,10 @@ GEMINI_PKG="@google/gemini-cli"
 GEMINI_VERSION="0.61.0"
 CLAUDE_PKG="@anthropic-ai/claude-code"
 CLAUDE_VERSION="2.1.330"
+CODEX_PKG="@openai/codex"
+CODEX_VERSION="0.169.0"
+OPENCODE_PKG="opencode-ai"
+OPENCODE_VERSION="1.18.33"
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$REPO/.cache/clis"
@@ -44,7 +50,8 @@ ensure() {
     local reported
     reported="$("$BIN/$name" --version 2>/dev/null | head -n 1)" ||
         die "$name --version failed after install (run $BIN/$name --version to see why)"
-    [[ "$reported" == "$version"* ]] || die "$name reports '$reported', expected $version"
+    # codex says "codex-cli 0.169.0".
+    [[ "${reported#codex-cli }" == "$version"* ]] || die "$name reports '$reported', expected $version"
     echo "$name $version (installed: $BIN/$name)"
 }
 
@@ -59,7 +66,11 @@ main() {
         ensure gemini "$GEMINI_PKG" "$GEMINI_VERSION"
         ensure claude "$CLAUDE_PKG" "$CLAUDE_VERSION"
         ;;
-    *) die "unknown CLI '$which' (expected gemini, claude or all)" ;;
+    extra)
+        ensure codex "$CODEX_PKG" "$CODEX_VERSION"
+        ensure opencode "$OPENCODE_PKG" "$OPENCODE_VERSION"
+        ;;
+    *) die "unknown CLI '$which' (expected gemini, claude, all or extra)" ;;
     esac
 }
 

@@ -145,7 +145,11 @@ def agent(
 def doctor(
     agent: Annotated[
         list[str] | None,
-        typer.Option("--agent", help="Check only this CLI (repeatable). Example: --agent gemini"),
+        typer.Option(
+            "--agent",
+            help="Check only this CLI (repeatable; also the headless-only ones, e.g. codex). "
+            "Example: --agent gemini",
+        ),
     ] = None,
     workflow: Annotated[str, typer.Option("--as", help="The workflow to look for.")] = "waaah-orc",
     workspace: Annotated[
@@ -164,7 +168,7 @@ def doctor(
     for name in agent or []:
         if name not in adapters.registry():
             print(
-                f"waaah: unknown agent '{name}'; choose one of: {', '.join(adapters.names())}",
+                f"waaah: unknown agent '{name}'; choose one of: {', '.join(adapters.all_names())}",
                 file=sys.stderr,
             )
             raise typer.Exit(2)
@@ -199,14 +203,18 @@ def run(
     agent: Annotated[
         str | None,
         typer.Option(
-            "--agent", help="The CLI to run (else WAAAH_DEFAULT_AGENT, else gemini). Example: --agent claude"
+            "--agent",
+            help=f"The CLI to run: {', '.join(n for n, a in adapters.registry().items() if a.headless)} "
+            "(else WAAAH_DEFAULT_AGENT, else gemini). Example: --agent claude",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
     session: Annotated[
         str | None,
         typer.Option(
-            "--session", help="Continue this run's CLI session (its own resume); appends to its log."
+            "--session",
+            help="Continue a run (its log id or its CLI's session id) through the CLI's own resume; "
+            "appends to its log.",
         ),
     ] = None,
     parent: Annotated[
@@ -242,7 +250,7 @@ def run(
 
     Retries transient errors, waits out short rate limits, falls back to the next CLI of
     --fallback on a crash or timeout, all within --timeout. Anything after `--` goes to the CLI.
-    Each run is logged to .waaah/runs/<day>/<session id>.jsonl.
+    Each run is logged to .waaah/runs/<day>/<log id>.jsonl.
     """
     from waaah_agent.runtime import oneshot
 

@@ -21,5 +21,12 @@ def registry() -> dict[str, Adapter]:
 
 
 def names() -> list[str]:
-    """Real CLIs first, the simulated demo agent last."""
-    return sorted(registry(), key=lambda n: (registry()[n].simulated, n))
+    """The CLIs `waaah agent` can supervise: real ones first, the simulated demo agent last."""
+    known = registry()
+    return sorted((n for n, a in known.items() if a.interactive), key=lambda n: (known[n].simulated, n))
+
+
+def all_names() -> list[str]:
+    """Every CLI, also those only `waaah run` drives (headless): real ones first."""
+    known = registry()
+    return sorted(known, key=lambda n: (known[n].simulated, n))

@@ -16,7 +16,7 @@ from pathlib import Path
 from waaah_agent.core import detect
 from waaah_agent.core.detect import ScreenRules
 
-__all__ = ["Adapter", "Headless", "ScreenRules"]
+__all__ = ["HEADLESS_ONLY_RULES", "Adapter", "Headless", "ScreenRules"]
 from waaah_agent.core.screen import ScreenView
 
 
@@ -32,6 +32,13 @@ class Headless:
     argv: Callable[[str | None, str, bool, str | None], list[str]]
     parser: str
     own_session_ids: bool = True
+    # Always give the prompt on stdin (argv gets None): for a CLI that alters prompts in argv.
+    stdin_prompt: bool = False
+
+
+#: Screen rules that never match, for CLIs that only run headless (``interactive=False``).
+_NEVER = re.compile(r"(?!)")
+HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_NEVER)
 
 
 @dataclass(frozen=True)

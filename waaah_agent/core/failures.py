@@ -30,7 +30,8 @@ RECOVERABLE = {TIMEOUT: True, RATE_LIMIT: True, TRANSIENT: True, CRASH: True, IN
 _AUTH = re.compile(
     r"(?i)not logged in|please run /login|failed to authenticate|authentication_error|unauthenticated|"
     r"invalid (?:x-)?api[ _-]?key|api key not valid|must specify the \w+_API_KEY|invalid auth method|"
-    r"set an auth method|permission_denied|oauth token (?:has )?expired"
+    r"set an auth method|permission_denied|oauth token (?:has )?expired|incorrect api key|"
+    r"missing environment variable:\W*\w*(?:key|token)\b"
 )
 _RATE = re.compile(
     r"(?i)rate[ _-]?limit|resource_exhausted|exhausted your (?:daily )?quota|quota exceeded|usage limit|"
@@ -38,7 +39,7 @@ _RATE = re.compile(
 )
 _MODEL = re.compile(
     r"(?i)issue with the selected model|model\S* (?:\S+ )?(?:was )?not found|modelnotfound|unknown model|"
-    r"model (?:does not|doesn't) exist|unrecognized_model|invalid model"
+    r"model (?:\S+ )?(?:does not|doesn't) exist|unrecognized_model|invalid model"
 )
 _SESSION = re.compile(
     r"(?i)no conversation found with session|invalid session identifier|error resuming session|"
@@ -52,7 +53,8 @@ _INPUT = re.compile(
 _TRANSIENT = re.compile(
     r"(?i)overloaded|server[- ]side issue|internal (?:server )?error|service unavailable|bad gateway|"
     r"gateway timeout|econnreset|econnrefused|etimedout|socket hang up|fetch failed|network error|"
-    r"connection (?:error|reset|refused)|api_error|HTTP 5\d\d|API Error: 5\d\d"
+    r"connection (?:error|reset|refused)|api_error|HTTP 5\d\d|API Error: 5\d\d|"
+    r"experiencing high demand|temporary errors?\b"
 )
 
 

@@ -5,7 +5,8 @@ the final answer, token numbers as the CLI reports them, tool activity, and the 
 report (an API error it gave up on), kept apart from anything the model says. Lines that are not
 JSON objects (warnings some CLIs print on stdout) are counted as noise and dropped.
 
-Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py).
+Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py for
+gemini and claude, scripts/record_streams_extra.py for codex and opencode).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from typing import Any
 
 # Tool names by the kind of effect they have, strongest last (see activity_class).
 _EDIT = re.compile(
-    r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch)$"
+    r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch|file_change)$"
 )
-_SHELL = re.compile(r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command)$")
+_SHELL = re.compile(
+    r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command|command_execution)$"
+)
 _MCP = re.compile(r"^(mcp__?|waaah_)")
 _READ = re.compile(
     r"(?i)^(read|read_file|read_many_files|glob|grep|search|search_file_content|list_directory|ls|"
-    r"web_fetch|webfetch|websearch|google_web_search|todowrite|todoread|task|toolsearch)$"
+    r"web_fetch|webfetch|websearch|web_search|google_web_search|todowrite|todoread|task|toolsearch)$"
 )
 
 
@@ -91,6 +94,17 @@ class Tokens:
             round(cost, 6) if cost is not None else None,
         )
 
+    def since(self, earlier: Tokens) -> Tokens:
+        """What a running total grew by after ``earlier`` (never below zero)."""
+        cost = None if self.cost_usd is None else max(0.0, self.cost_usd - (earlier.cost_usd or 0))
+        return Tokens(
+            max(0, self.input - earlier.input),
+            max(0, self.output - earlier.output),
+            max(0, self.cached - earlier.cached),
+            max(0, self.total - earlier.total),
+            round(cost, 6) if cost is not None else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "input": self.input,
@@ -119,6 +133,11 @@ class StreamSummary:
     events: int = 0
     noise: int = 0
     retries: int = 0  # retries the CLI reported making on its own
+    # True when ``tokens`` is the CLI session's running total rather than this run's (codex): on a
+    # resumed session it then includes every earlier run of that session.
+    tokens_cumulative: bool = False
+    # Tool calls started and not yet finished (parsers that see start and end events).
+    open_calls: set[str] = field(default_factory=set, repr=False)
 
 
 Apply = Callable[[dict[str, Any], StreamSummary], None]
@@ -275,7 +294,165 @@ def _claude_text(message: dict[str, Any]) -> str:
     )
 
 
-PARSERS: dict[str, Apply] = {"gemini": apply_gemini, "claude": apply_claude}
+# --------------------------------------------------------------------------------------------
+# codex exec --json [PROMPT]   /   codex exec resume --json ID [PROMPT]
+# lines: thread.started, turn.started, item.started / item.completed (agent_message,
+# command_execution, file_change, mcp_tool_call, web_search, error, ...), error, turn.completed,
+# turn.failed
+# --------------------------------------------------------------------------------------------
+
+# "unexpected status 401 Unauthorized: ...", "exceeded retry limit, last status: 429 Too Many Requests"
+_CODEX_STATUS = re.compile(r"(?i)\b(?:unexpected status|last status:?)\s+(\d{3})\b")
+_CODEX_RETRY = re.compile(r"^Reconnecting\.\.\. \d+/\d+")
+
+
+def _codex_tool(item: dict[str, Any]) -> str | None:
+    """The tool name of a codex item that is a tool call (None for messages, reasoning, ...)."""
+    kind = str(item.get("type") or "")
+    if kind == "mcp_tool_call":
+        return f"mcp__{item.get('server') or ''}__{item.get('tool') or ''}"
+    if kind in ("command_execution", "file_change", "web_search"):
+        return kind
+    if kind == "collab_tool_call":
+        return str(item.get("tool") or kind)
+    return None
+
+
+def _codex_failed(item: dict[str, Any]) -> bool:
+    if item.get("status") in ("failed", "declined") or item.get("error"):
+        return True
+    code = item.get("exit_code")
+    return item.get("type") == "command_execution" and isinstance(code, int) and code != 0
+
+
+def apply_codex(event: dict[str, Any], s: StreamSummary) -> None:
+    kind = event.get("type")
+    if kind == "thread.started":
+        s.session_id = str(event.get("thread_id") or s.session_id)
+    elif kind in ("item.started", "item.completed"):
+        item = event.get("item") or {}
+        if not isinstance(item, dict):
+            return
+        item_id = str(item.get("id") or "")
+        name = _codex_tool(item)
+        if name is not None:
+            # A call counts once, when first seen (some items only ever arrive completed).
+            if item_id not in s.open_calls:
+                s.tools.called(name)
+                s.response = ""
+            if kind == "item.started":
+                s.open_calls.add(item_id)
+            else:
+                s.open_calls.discard(item_id)
+                if _codex_failed(item):
+                    s.tools.error_count += 1
+        elif kind == "item.completed" and item.get("type") == "agent_message":
+            s.response = str(item.get("text") or "")
+        # An item of type "error" is a warning codex went on after (e.g. no metadata for a
+        # model name); the run's own failure comes as the events below.
+    elif kind == "error":
+        message = str(event.get("message") or "")
+        if _CODEX_RETRY.match(message):
+            s.retries += 1
+        elif message:
+            _codex_error(s, message)
+    elif kind == "turn.failed":
+        s.finished = True
+        error = event.get("error") or {}
+        message = str(error.get("message") or "") if isinstance(error, dict) else str(error)
+        _codex_error(s, message or s.error or "codex reported a failed turn")
+    elif kind == "turn.completed":
+        s.finished = True
+        usage = event.get("usage") or {}
+        # input_tokens includes the cached ones; output_tokens includes the reasoning ones.
+        # Limitation: codex reports the *thread's* running total here, not this turn's. A fresh
+        # thread's total is this run's usage; after `exec resume` it also holds every earlier
+        # turn of the thread, and the stream carries nothing to tell them apart. The summary
+        # keeps the total and sets tokens_cumulative; `waaah run --session` takes off the total
+        # its log holds from the earlier run (runtime/oneshot.py, session_total).
+        fresh_input = _int(usage.get("input_tokens"))
+        output = _int(usage.get("output_tokens"))
+        s.tokens = Tokens(
+            input=fresh_input,
+            output=output,
+            cached=_int(usage.get("cached_input_tokens")),
+            total=fresh_input + output,
+        )
+        s.tokens_cumulative = True
+
+
+def _codex_error(s: StreamSummary, message: str) -> None:
+    s.error = message
+    found = _CODEX_STATUS.search(message)
+    if found:
+        s.error_status = int(found.group(1))
+
+
+# --------------------------------------------------------------------------------------------
+# opencode run --format json [PROMPT]   (--session ID to continue)
+# lines (each with sessionID): step_start, text, reasoning, tool_use, step_finish, error
+# --------------------------------------------------------------------------------------------
+
+
+def apply_opencode(event: dict[str, Any], s: StreamSummary) -> None:
+    kind = event.get("type")
+    if event.get("sessionID") and not s.session_id:
+        s.session_id = str(event["sessionID"])
+    part = event.get("part") or {}
+    if not isinstance(part, dict):
+        part = {}
+    if kind == "text":
+        # Each text part arrives once, complete (no deltas); the last one is the answer.
+        text = str(part.get("text") or "")
+        if text:
+            s.response = text
+    elif kind == "tool_use":
+        s.tools.called(str(part.get("tool") or ""))
+        s.response = ""
+        state = part.get("state") or {}
+        exit_code = (state.get("metadata") or {}).get("exit") if isinstance(state, dict) else None
+        if (isinstance(state, dict) and state.get("status") == "error") or (
+            isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+        ):
+            s.tools.error_count += 1
+    elif kind == "step_finish":
+        # One per model call: input excludes the cache reads and writes, output excludes the
+        # reasoning tokens; the summary counts them the way the other CLIs do.
+        tokens = part.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        cached = _int(cache.get("read"))
+        fresh_input = _int(tokens.get("input")) + cached + _int(cache.get("write"))
+        output = _int(tokens.get("output")) + _int(tokens.get("reasoning"))
+        cost = part.get("cost")
+        s.tokens = s.tokens + Tokens(
+            fresh_input,
+            output,
+            cached,
+            _int(tokens.get("total")) or fresh_input + output,
+            float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+        )
+        if part.get("reason") != "tool-calls":
+            s.finished = True
+    elif kind == "error":
+        s.finished = True
+        error = event.get("error") or {}
+        if not isinstance(error, dict):
+            s.error = str(error) or "opencode reported an error"
+            return
+        data = error.get("data") or {}
+        if not isinstance(data, dict):
+            data = {}
+        s.error = str(data.get("message") or error.get("name") or "opencode reported an error")
+        s.error_kind = str(error.get("name") or "")
+        s.error_status = _int(data.get("statusCode")) or s.error_status
+
+
+PARSERS: dict[str, Apply] = {
+    "gemini": apply_gemini,
+    "claude": apply_claude,
+    "codex": apply_codex,
+    "opencode": apply_opencode,
+}
 
 
 def parser_for(agent: str) -> StreamParser:

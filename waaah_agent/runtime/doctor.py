@@ -46,6 +46,8 @@ def run_checks(
     for name in chosen:
         adapter = adapters.registry()[name]
         checks.append(check_cli(adapter, env, required=agents is not None))
+        if not adapter.interactive:
+            continue  # headless only (waaah run): its login and MCP are its own configuration's
         checks.append(check_login(adapter, env))
         checks.append(check_mcp_entry(adapter, env))
         if adapter.headless is not None:
@@ -93,6 +95,14 @@ def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check
         status = "fail" if required else "warn"
         return Check(name, status, "not installed", f"install with: {adapter.install_hint}")
     version = cli_version(found)
+    if adapter.tested_version and adapter.tested_version not in version and not adapter.interactive:
+        return Check(
+            name,
+            "warn",
+            f"{version} ({found}); its JSON stream was recorded from {adapter.tested_version}",
+            "waaah run may still read it; to be sure, re-record the streams "
+            "(scripts/record_streams_extra.py) and run make test",
+        )
     if adapter.tested_version and adapter.tested_version not in version:
         return Check(
             name,

@@ -10,6 +10,7 @@ timeout or Ctrl+C.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import selectors
@@ -31,7 +32,7 @@ from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import RetryConfig, next_step
-from waaah_agent.core.streams import StreamSummary, Tokens, parser_for
+from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens, parser_for
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime import runlog
 from waaah_agent.runtime.child import _die_with_parent
@@ -316,7 +317,14 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         parent = ""  # an inherited id from another workspace: not ours to link
     prompt, context_source = add_context(prompt, opts, workspace)
     redact = Redactor(known_secrets(dict(env)))
-    log_id = opts.session or str(uuid.uuid4())
+    # The log keeps the id it was created with; the CLI session to continue is the one named, or
+    # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
+    # their own session ids (codex, opencode).
+    log_id = resumed.id if resumed else str(uuid.uuid4())
+    resume_id = ""
+    if resumed is not None and opts.session:
+        named = opts.session in resumed.session_ids
+        resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     log_path = resumed.path if resumed else runlog.new_log_path(workspace, log_id, datetime.now())
     log = runlog.RunLog(log_path, redact)
     log.write(
@@ -331,7 +339,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         timeout_s=opts.timeout,
         cwd=str(workspace),
     )
-    run = _Run(opts, env, workspace, log, redact, deadline, log_id, resumed is not None)
+    run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
     try:
         try:
             envelope = run.through(chain, prompt)
@@ -359,10 +367,11 @@ class _Run:
         redact: Redactor,
         deadline: float,
         log_id: str,
-        resuming: bool,
+        resume_id: str,
     ) -> None:
         self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
-        self.deadline, self.log_id, self.resuming = deadline, log_id, resuming
+        self.deadline, self.log_id, self.resume_id = deadline, log_id, resume_id
+        self.resuming = bool(resume_id)
         self.breakers = runlog.BreakerStore()
         self.attempts: list[Attempt] = []
         self.tried: list[str] = []
@@ -405,7 +414,7 @@ class _Run:
             return None
         self.tried.append(name)
         retries, waited = 0, 0.0
-        session_id, resume = (self.log_id, True) if (first_cli and self.resuming) else ("", False)
+        session_id, resume = (self.resume_id, True) if (first_cli and self.resuming) else ("", False)
         while True:
             if not resume:
                 session_id = self.fresh_session_id(headless)
@@ -475,7 +484,7 @@ class _Run:
         self, adapter: Adapter, headless: Headless, binary: str, prompt: str, session_id: str, resume: bool
     ) -> Outcome:
         data = prompt.encode("utf-8")
-        in_argv = len(data) <= ARGV_PROMPT_LIMIT
+        in_argv = len(data) <= ARGV_PROMPT_LIMIT and not headless.stdin_prompt
         # --model names a model of the first CLI; a fallback CLI runs its own default.
         model = self.opts.model if adapter.name == self.primary else None
         argv = [
@@ -498,6 +507,7 @@ class _Run:
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
         env["WAAAH_PARENT_ID"] = self.log_id  # a nested `waaah run` links under this one
+        earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
         try:
             outcome = run_cli(
                 argv,
@@ -519,8 +529,27 @@ class _Run:
                 )
             )
             raise
+        self.this_runs_tokens(adapter.name, outcome.summary, resume, earlier)
         self.record_outcome(adapter.name, outcome)
         return outcome
+
+    def this_runs_tokens(
+        self, agent: str, summary: StreamSummary, resume: bool, earlier: Tokens | None
+    ) -> None:
+        """A CLI that reports its session's running total (codex) gets the total an earlier run
+        of this log reported for the session taken off; without one the total stays, noted in
+        the log."""
+        if not (resume and summary.tokens_cumulative):
+            return
+        if earlier is None:
+            self.log.write(
+                "tokens_note",
+                agent=agent,
+                note="the CLI reports its session's running total and this log holds no earlier "
+                "total of that session: the tokens include its earlier turns",
+            )
+            return
+        summary.tokens = summary.tokens.since(earlier)
 
     def record_outcome(self, agent: str, outcome: Outcome) -> None:
         self.tokens = self.tokens + outcome.summary.tokens
@@ -554,6 +583,36 @@ class _Run:
                 exit_code=EXIT_BY_TYPE.get(error_type, 1),
             )
         return envelope
+
+
+def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
+    """The running token total that the last attempt logged in ``path`` with ``agent`` reported
+    for ``session_id``, for CLIs whose usage is the session's running total (codex); else None."""
+    parsers: dict[tuple[int, int], StreamParser] = {}
+    runs = 0
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                if record.get("record") == "start":
+                    runs += 1
+                elif record.get("record") == "event" and record.get("agent") == agent:
+                    key = (runs, int(record.get("attempt") or 0))
+                    parser = parsers.setdefault(key, parser_for(agent))
+                    parser.feed(json.dumps(record.get("event")))
+    except OSError:
+        return None
+    found = None
+    for parser in parsers.values():  # in log order
+        summary = parser.summary
+        if summary.tokens_cumulative and summary.session_id == session_id:
+            found = summary.tokens
+    return found
 
 
 def _which(adapter: Adapter, env: Mapping[str, str]) -> str | None:

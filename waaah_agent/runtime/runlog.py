@@ -1,7 +1,8 @@
 """`waaah run` files: the per-run JSONL logs, the session tree, the persisted circuit breakers.
 
 A run log is ``<workspace>/.waaah/runs/<YYYY-MM-DD>/<log id>.jsonl``; the log id is the CLI
-session id the run started with (``--session ID`` appends to that session's existing log).
+session id the run started with, or an id of ours for CLIs that pick their own session ids (codex,
+opencode). ``--session ID`` (the log id or a CLI session id in it) appends to that log.
 Records, one JSON object per line, each with ``record`` and ``ts``:
 
 * ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source;

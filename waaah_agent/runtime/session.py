@@ -139,6 +139,11 @@ def pick_adapter(name: str) -> Adapter:
     known = adapters.registry()
     if name not in known:
         raise UsageError(f"unknown agent '{name}'; choose one of: {', '.join(adapters.names())}")
+    if not known[name].interactive:
+        raise UsageError(
+            f'{name} runs headless only (waaah run --agent {name} "..."); '
+            f"waaah agent can supervise: {', '.join(adapters.names())}"
+        )
     return known[name]
 
 

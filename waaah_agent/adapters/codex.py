@@ -1,0 +1,38 @@
+"""OpenAI's Codex CLI, headless only (streams recorded from @openai/codex 0.169.0).
+
+`waaah run --agent codex` drives ``codex exec --json``; `waaah agent` cannot supervise it (no
+recorded screens). Model, provider and credentials come from codex's own configuration
+(``$CODEX_HOME/config.toml``, ``OPENAI_API_KEY`` or ``codex login``).
+"""
+
+from __future__ import annotations
+
+from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless
+
+
+def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
+    """``codex exec --json [-m MODEL] PROMPT``; resume: ``codex exec resume --json ... ID PROMPT``.
+
+    codex picks the session (thread) id itself, so a fresh run names none. A prompt of ``-``
+    makes codex read it from stdin. Outside a git repository codex refuses to start unless told
+    ``--skip-git-repo-check``; `waaah run` works in any folder, as it does with the other CLIs."""
+    args = ["exec", "resume", "--json"] if resume else ["exec", "--json"]
+    args.append("--skip-git-repo-check")
+    if model:
+        args += ["--model", model]
+    if resume:
+        args.append(session_id)
+    return [*args, prompt if prompt is not None else "-"]
+
+
+ADAPTER = Adapter(
+    name="codex",
+    display_name="Codex CLI",
+    binary="codex",
+    install_hint="npm install -g @openai/codex",
+    login_hint="codex login, or set OPENAI_API_KEY",
+    rules=HEADLESS_ONLY_RULES,
+    tested_version="0.169.0",
+    interactive=False,
+    headless=Headless(_headless, parser="codex", own_session_ids=False),
+)
