@@ -23,7 +23,7 @@ run: venv
 	$(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
 
 ## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
-test: venv lint clis
+test: venv lint clis clis-extra
 	$(BIN)/python -m pytest
 
 lint: venv
@@ -37,14 +37,14 @@ unit: venv
 runtime: venv
 	$(BIN)/python -m pytest tests/runtime
 
-e2e: venv clis
+e2e: venv clis clis-extra
 	$(BIN)/python -m pytest tests/e2e
 
 ## Install the pinned real CLIs into .cache/clis (reused on later runs).
 clis:
 	scripts/install_clis.sh
 
-## Also the headless-only CLIs of `waaah run` (codex, opencode; ~600 MB, not part of `clis`).
+## Also the headless-only CLIs of `waaah run` (codex, opencode; ~600 MB; `make test` installs them too).
 clis-extra:
 	scripts/install_clis.sh extra
 
