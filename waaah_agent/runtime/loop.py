@@ -198,17 +198,18 @@ class Supervisor:
         if mask & selectors.EVENT_WRITE:
             self.child.flush()
         if mask & selectors.EVENT_READ:
-            # A PTY hands out ~4 KiB per read. Each read goes to the terminal at once; what
-            # the PTY has ready is read in the same wake-up and logged in one go.
-            data, batch = self.child.read(), []
+            # A PTY hands out at most 4 KiB per read. What it has ready is read in the same
+            # wake-up (up to RELAY_READS reads) and goes to the terminal and the logs in one go.
+            room = TERMINAL_HIGH_WATER - (self.term.pending if self.term else 0)
+            data, batch, size = self.child.read(), [], 0
             while data:
-                self._show(data)
                 batch.append(data)
-                if len(batch) >= RELAY_READS or self.term and self.term.pending >= TERMINAL_HIGH_WATER:
+                size += len(data)
+                if len(batch) >= RELAY_READS or size >= room:
                     break
                 data = self.child.read()
             if batch:
-                self._record(b"".join(batch))
+                self._relay(batch[0] if len(batch) == 1 else b"".join(batch))
             if data is None:
                 self._agent_gone()
 
