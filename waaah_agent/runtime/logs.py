@@ -30,6 +30,7 @@ ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 # What a JSON string must escape (control characters, quote, backslash), each as json writes it.
 _JSON_ESCAPES = {c: json.dumps(chr(c)).encode()[1:-1] for c in (*range(0x20), 0x22, 0x5C)}
 _JSON_PLAIN = bytes(c for c in range(256) if c not in _JSON_ESCAPES)  # bytes that go as they are
+_JSON_ESCAPE_LIST = [(bytes((c,)), escaped) for c, escaped in _JSON_ESCAPES.items() if c != 0x5C]
 
 
 def stamp(now: datetime) -> str:
@@ -212,9 +213,9 @@ def json_text(data: bytes) -> bytes:
         return data
     if b"\\" in special:  # first: the other escapes bring backslashes of their own
         data = data.replace(b"\\", b"\\\\")
-    for code in set(special):
-        if code != 0x5C:
-            data = data.replace(bytes((code,)), _JSON_ESCAPES[code])
+    for char, escaped in _JSON_ESCAPE_LIST:
+        if char in special:
+            data = data.replace(char, escaped)
     return data
 
 
