@@ -474,3 +474,31 @@ def test_a_usage_limit_is_waited_out_then_the_agent_continues(workspace, fake_ho
     assert time.monotonic() - started >= 2.5
     assert state(workspace)["limit_until"] == ""
     assert save_and_exit(child) == 0
+
+
+@pytest.mark.parametrize("stop", ["agent-exit", "sigterm"])
+def test_cast_keeps_every_byte_of_a_flood(workspace, fake_home, stop):
+    """Under a flood (the relay's fastest path), the .cast holds every byte the terminal got,
+    whether the agent ends by itself or the supervisor is stopped by SIGTERM mid-flood."""
+    env = sim_env(fake_home, SIM_MODE="blast", SIM_MB="6" if stop == "agent-exit" else "500")
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
+    shown = bytearray()
+    child.logfile_read = _Collector(shown)
+    if stop == "sigterm":
+        pump_until(child, lambda: len(shown) > 4 * 1024 * 1024)
+        os.kill(child.pid, signal.SIGTERM)
+    while True:  # read fast: pexpect's expect() would search megabytes again and again
+        try:
+            child.read_nonblocking(1 << 20, timeout=30)
+        except pexpect.EOF:
+            break
+    child.close()
+    recorded = replay(Path(state(workspace)["cast_path"]))
+    agent_part = recorded[recorded.index(b"START blast") :]
+    at = bytes(shown).index(b"START blast")
+    assert len(agent_part) > 4 * 1024 * 1024
+    assert bytes(shown[at : at + len(agent_part)]) == agent_part
+    trailer = bytes(shown[at + len(agent_part) :])
+    assert len(trailer) < 2000 and b"Reading" not in trailer, trailer[:200]
+    if stop == "agent-exit":
+        assert b"BLAST-END" in agent_part

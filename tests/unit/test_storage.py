@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 from datetime import datetime
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy, WorkflowNotFound
-from waaah_agent.runtime.logs import RollingFile, SessionLogs, prune, replay
+from waaah_agent.runtime.logs import RollingFile, SessionLogs, json_text, prune, replay
 from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
 from waaah_agent.runtime.workspace import find_workflow, git_root, strip_front_matter, workflow_name
 
@@ -96,7 +97,7 @@ def test_prune_keeps_the_newest_ten_sessions_per_agent(tmp_path):
 def test_rolling_file_caps_size(tmp_path):
     f = RollingFile(tmp_path / "a.log", max_bytes=100)
     for _ in range(50):
-        f.write("0123456789\n")
+        f.write(b"0123456789\n")
     f.close()
     sizes = [p.stat().st_size for p in tmp_path.glob("a.log*")]
     assert len(sizes) == 4  # the live file and three rollovers
@@ -116,6 +117,37 @@ def test_session_logs_write_text_and_cast(tmp_path):
     text = logs.text_path.read_text()
     assert "bold [REDACTED] 😀" in text and "[waaah] hello" in text and "s3cr3t" not in text
     assert replay(logs.cast_path) == raw.replace(b"s3cr3t-value", b"[REDACTED]")
+
+
+def test_cast_is_exact_for_any_bytes_in_any_split(tmp_path):
+    rng = random.Random(7)
+    secret = "sécret-κey-0123456789"
+    pieces = [
+        b"\x1b[1m\xe2\x9c\xa6 plain\x1b[0m\r\n",
+        '"quoted" back\\slash tab\t bell\x07 del\x7f ünïcødé ✓ 😀'.encode(),
+        secret.encode(),
+        b"\xff\xfe invalid \xc3 \xe2\x9c",  # invalid and truncated UTF-8
+        bytes(range(256)),
+    ]
+    raw = b"".join(rng.choice(pieces) for _ in range(400))
+    logs = SessionLogs(tmp_path, "gemini", (80, 24), Redactor([secret]))
+    at = 0
+    while at < len(raw):
+        step = rng.choice((1, 2, 3, 5, 64, 4095, 20000))
+        logs.output(raw[at : at + step])
+        at += step
+    logs.close()
+    cast = logs.cast_path.read_bytes()
+    cast.decode("utf-8")  # valid UTF-8 throughout, as asciicast players expect
+    assert all(len(json.loads(line)) == 3 for line in cast.splitlines()[1:])
+    assert replay(logs.cast_path) == raw.replace(secret.encode(), b"[REDACTED]")
+
+
+def test_json_text_writes_what_json_reads():
+    for data in (b"", b"abc", b'"\\\x00\x1b\x1f\x7f', "ü✓😀".encode(), b"\xff", bytes(range(256))):
+        body = json_text(data)
+        body.decode("utf-8")
+        assert json.loads(b'"' + body + b'"').encode("utf-8", "surrogateescape") == data
 
 
 def test_workflow_lookup(tmp_path):

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 
 MASK = "[REDACTED]"
+_RAW_MASK = MASK.encode()
 
 _PATTERNS = (
     re.compile(r"sk-ant-[A-Za-z0-9_\-]{10,}"),  # Anthropic keys
@@ -37,11 +38,18 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        raw = {s.encode("utf-8", "surrogateescape") for s in self._secrets}
+        self._raw_secrets = tuple(sorted(raw, key=len, reverse=True))
 
     @property
     def longest(self) -> int:
         """Length of the longest known secret (0 if none)."""
         return len(self._secrets[0]) if self._secrets else 0
+
+    @property
+    def longest_raw(self) -> int:
+        """Length in UTF-8 bytes of the longest known secret (0 if none)."""
+        return len(self._raw_secrets[0]) if self._raw_secrets else 0
 
     def exact(self, text: str) -> str:
         """Mask only the known secret values (cheap enough for the raw stream)."""
@@ -49,6 +57,13 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, MASK)
         return text
+
+    def exact_raw(self, data: bytes) -> bytes:
+        """Mask only the known secret values in raw UTF-8 output."""
+        for secret in self._raw_secrets:
+            if secret in data:
+                data = data.replace(secret, _RAW_MASK)
+        return data
 
     def __call__(self, text: str) -> str:
         text = self.exact(text)

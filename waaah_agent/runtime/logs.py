@@ -7,7 +7,6 @@ only the newest ``keep`` sessions per agent are kept, so a chatty night cannot f
 
 from __future__ import annotations
 
-import codecs
 import json
 import logging
 import os
@@ -28,6 +27,10 @@ BUFFER = 64 * 1024
 # and the .log says how much it left out.
 CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
+# What a JSON string must escape (control characters, quote, backslash), each as json writes it.
+_JSON_ESCAPES = {c: json.dumps(chr(c)).encode()[1:-1] for c in (*range(0x20), 0x22, 0x5C)}
+_JSON_PLAIN = bytes(c for c in range(256) if c not in _JSON_ESCAPES)  # bytes that go as they are
+_JSON_ESCAPE_LIST = [(bytes((c,)), escaped) for c, escaped in _JSON_ESCAPES.items() if c != 0x5C]
 
 
 def stamp(now: datetime) -> str:
@@ -37,26 +40,26 @@ def stamp(now: datetime) -> str:
 class RollingFile:
     """An append-only file that rolls over to ``.1``, ``.2``... when it grows too big."""
 
-    def __init__(self, path: Path, max_bytes: int, header: str = "") -> None:
+    def __init__(self, path: Path, max_bytes: int, header: bytes = b"") -> None:
         self.path = path
         self._max = max_bytes
         self._header = header
-        self._fh: IO[str] = self._open()
+        self._fh: IO[bytes] = self._open()
         self._size = self.path.stat().st_size
 
-    def _open(self) -> IO[str]:
+    def _open(self) -> IO[bytes]:
         fresh = not self.path.exists()
-        fh = self.path.open("a", encoding="utf-8", errors="surrogateescape", buffering=BUFFER)
+        fh = self.path.open("ab", buffering=BUFFER)
         os.chmod(self.path, 0o600)
         if fresh and self._header:
             fh.write(self._header)
         return fh
 
-    def write(self, text: str) -> None:
-        if self._size + len(text) > self._max and self._size > len(self._header):
+    def write(self, data: bytes) -> None:
+        if self._size + len(data) > self._max and self._size > len(self._header):
             self._roll()
-        self._fh.write(text)
-        self._size += len(text)
+        self._fh.write(data)
+        self._size += len(data)
 
     def _roll(self) -> None:
         self._fh.close()
@@ -105,8 +108,7 @@ class SessionLogs:
         self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
         self._cleaned = 0
         self._skipped = 0
-        self._cast_hold = ""
-        self._cast_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+        self._cast_hold = b""
         cols, rows = size
         header = {
             "version": 2,
@@ -117,13 +119,13 @@ class SessionLogs:
             "title": f"waaah agent --start={agent}",
         }
         self._text = RollingFile(self.text_path, max_bytes)
-        self._cast = RollingFile(self.cast_path, max_bytes, json.dumps(header) + "\n")
+        self._cast = RollingFile(self.cast_path, max_bytes, (json.dumps(header) + "\n").encode())
         prune(folder, agent, keep)
 
     def output(self, data: bytes) -> None:
         """Record agent output (called on the relay path: cheap, buffered)."""
         now = time.monotonic()
-        self._cast_out(now, self._cast_decoder.decode(data))
+        self._cast_out(now, data)
         if now >= self._window_end:
             self._next_window(now)
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
@@ -140,17 +142,18 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(self, now: float, text: str, final: bool = False) -> None:
-        # A secret can straddle two reads: hold back a tail shorter than the longest one.
-        text = self._redact.exact(self._cast_hold + text)
-        hold = 0 if final else max(0, self._redact.longest - 1)
-        cut = max(0, len(text) - hold)
-        text, self._cast_hold = text[:cut], text[cut:]
-        if text:
-            self._cast.write(json.dumps([round(now - self._t0, 6), "o", text]) + "\n")
+    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
+        data = self._redact.exact_raw(self._cast_hold + data)
+        # A secret can straddle two reads: hold back a tail shorter than the longest one,
+        # and never cut a character in two.
+        hold = max(0, self._redact.longest_raw - 1)
+        cut = len(data) if final else char_boundary(data, max(0, len(data) - hold))
+        out, self._cast_hold = data[:cut], data[cut:]
+        if out:
+            self._cast.write(b'[%.6f, "o", "%b"]\n' % (now - self._t0, json_text(out)))
 
     def resize(self, cols: int, rows: int) -> None:
-        self._cast.write(json.dumps([round(time.monotonic() - self._t0, 6), "r", f"{cols}x{rows}"]) + "\n")
+        self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
 
     def notice(self, message: str) -> None:
         """A supervisor line (marked ``[waaah]``) in the text log."""
@@ -158,7 +161,7 @@ class SessionLogs:
 
     def _line(self, text: str) -> None:
         ts = datetime.now().isoformat(timespec="milliseconds")
-        self._text.write(f"{ts} {self._redact(text)}\n")
+        self._text.write(f"{ts} {self._redact(text)}\n".encode("utf-8", "surrogateescape"))
 
     def flush(self) -> None:
         now = time.monotonic()
@@ -171,7 +174,7 @@ class SessionLogs:
                 log.warning("could not write the session log: %s", err)
 
     def close(self) -> None:
-        self._cast_out(time.monotonic(), self._cast_decoder.decode(b"", final=True), final=True)
+        self._cast_out(time.monotonic(), b"", final=True)
         if self._skipped:
             self._next_window(time.monotonic())
         for line in self._cleaner.flush(time.monotonic()):
@@ -179,6 +182,41 @@ class SessionLogs:
         self.flush()
         self._text.close()
         self._cast.close()
+
+
+def char_boundary(data: bytes, cut: int) -> int:
+    """``cut``, or less so that ``data[:cut]`` does not end inside a UTF-8 character."""
+    for back in range(1, min(4, cut + 1)):
+        byte = data[cut - back]
+        if byte < 0x80:
+            return cut
+        if byte >= 0xC0:  # the lead byte of the character that ``cut`` may split
+            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return cut if back >= length else cut - back
+    return cut
+
+
+def json_text(data: bytes) -> bytes:
+    """The body of a JSON string holding ``data`` exactly (read back with surrogateescape).
+
+    The raw stream is mostly valid UTF-8: it goes into the file as it is, with only the
+    characters JSON must escape escaped, found by a byte scan. Invalid UTF-8 is spelled
+    as json does it (lone surrogates), so that the file stays valid UTF-8.
+    """
+    try:
+        if not data.isascii():
+            data.decode("utf-8")
+    except UnicodeDecodeError:
+        return json.dumps(data.decode("utf-8", "surrogateescape"))[1:-1].encode("ascii")
+    special = data.translate(None, _JSON_PLAIN)
+    if not special:
+        return data
+    if b"\\" in special:  # first: the other escapes bring backslashes of their own
+        data = data.replace(b"\\", b"\\\\")
+    for char, escaped in _JSON_ESCAPE_LIST:
+        if char in special:
+            data = data.replace(char, escaped)
+    return data
 
 
 def prune(folder: Path, agent: str, keep: int) -> None:

@@ -133,10 +133,9 @@ class Supervisor:
         self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.screen = Screen(*self.size)
         self.backlog = bytearray()
-        self.screen_not_before = 0.0  # the earliest next screen update (bounds pyte's share)
+        self.screen_not_before = 0.0  # the earliest next piece of pyte work (bounds pyte's share)
         self.screen_todo = b""  # output taken from the backlog for the screen update in progress
         self.screen_done = 0  # how much of it pyte has been fed
-        self.screen_work = 0.0  # seconds of pyte work spent on that update so far
         self.last_output = clock()
         self.delivery = cfg.initial_prompt
         self.nudger = Nudger(cfg.policy) if cfg.policy else None
@@ -199,17 +198,18 @@ class Supervisor:
         if mask & selectors.EVENT_WRITE:
             self.child.flush()
         if mask & selectors.EVENT_READ:
-            # A PTY hands out ~4 KiB per read. Each read goes to the terminal at once; what
-            # the PTY has ready is read in the same wake-up and logged in one go.
-            data, batch = self.child.read(), []
+            # A PTY hands out at most 4 KiB per read. What it has ready is read in the same
+            # wake-up (up to RELAY_READS reads) and goes to the terminal and the logs in one go.
+            room = TERMINAL_HIGH_WATER - (self.term.pending if self.term else 0)
+            data, batch, size = self.child.read(), [], 0
             while data:
-                self._show(data)
                 batch.append(data)
-                if len(batch) >= RELAY_READS or self.term and self.term.pending >= TERMINAL_HIGH_WATER:
+                size += len(data)
+                if len(batch) >= RELAY_READS or size >= room:
                     break
                 data = self.child.read()
             if batch:
-                self._record(b"".join(batch))
+                self._relay(batch[0] if len(batch) == 1 else b"".join(batch))
             if data is None:
                 self._agent_gone()
 
@@ -271,32 +271,43 @@ class Supervisor:
         """Bring the screen model up to date, in slices that never hold up the relay for long.
 
         pyte costs 1-5 s of CPU per MB. It is fed in small pieces; after SCREEN_SLICE of work
-        the loop serves the PTY and stdin before going on, and under sustained output updates
-        are spaced out so that pyte takes at most SCREEN_SHARE of the time.
+        the loop serves the PTY and stdin before going on. While output keeps coming, every
+        slice is followed by a pause 1/SCREEN_SHARE - 1 times as long, from the first slice
+        of an update on, so pyte takes at most SCREEN_SHARE of the time even when one update
+        has a long backlog to work through; once the agent is quiet, pyte catches up at once.
         """
+        now = self.clock()
+        if self.screen_todo and now < self.screen_not_before:
+            self.timers.set("screen", self.screen_not_before)  # woken early: keep to the share
+            return
         started = time.perf_counter()
         if not self.screen_todo:
             if len(self.backlog) > SCREEN_BACKLOG:
                 # A flood or a huge dump: the screen model only needs the recent past.
                 del self.backlog[:-SCREEN_BACKLOG]
                 self.screen.reset()
-            self.screen_todo, self.screen_done, self.screen_work = bytes(self.backlog), 0, 0.0
+            self.screen_todo, self.screen_done = bytes(self.backlog), 0
             self.backlog.clear()
         todo = self.screen_todo
         while self.screen_done < len(todo):
             self.screen.feed(todo[self.screen_done : self.screen_done + SCREEN_PIECE])
             self.screen_done += SCREEN_PIECE
             if self.screen_done < len(todo) and time.perf_counter() - started > SCREEN_SLICE:
-                self.screen_work += time.perf_counter() - started
-                self.timers.set("screen", self.clock())  # go on after the next select
+                self._pace_screen(time.perf_counter() - started)
+                self.timers.set("screen", self.screen_not_before)  # go on after a select at least
                 return
         self.screen_todo = b""
         view = self.screen.view()
-        self.screen_work += time.perf_counter() - started
-        self.screen_not_before = self.clock() + self.screen_work * (1 / SCREEN_SHARE - 1)
+        self._pace_screen(time.perf_counter() - started)
         if self.backlog:  # output that came in while this update ran: its own update follows
             self.timers.set_min("screen", max(self.clock() + SCREEN_DELAY, self.screen_not_before))
         self._observe(view)
+
+    def _pace_screen(self, work: float) -> None:
+        """After ``work`` seconds of pyte: while the agent is writing, pause in proportion."""
+        now = self.clock()
+        flowing = now - self.last_output < SCREEN_DELAY
+        self.screen_not_before = now + work * (1 / SCREEN_SHARE - 1) if flowing else now
 
     def _observe(self, view: ScreenView) -> None:
         adapter, now = self.cfg.adapter, self.clock()
