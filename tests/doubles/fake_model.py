@@ -48,10 +48,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from tests.doubles.served import ServedFake
 
 Api = Literal["gemini", "anthropic"]
 
@@ -485,7 +487,7 @@ def anthropic_stream(
 # --------------------------------------------------------------------------------------------
 
 
-class FakeModel:
+class FakeModel(ServedFake):
     """A fake Gemini + Anthropic model API on 127.0.0.1 (thread-safe; one instance per test).
 
     ``default`` answers main requests no rule matches; when it is None, a tool result is echoed
@@ -505,54 +507,15 @@ class FakeModel:
         self.rules = list(rules or [])
         self.default = default
         self.usage = usage or Usage()
-        self.log_path = Path(log_path) if log_path else None
         self.side_text = side_text
-        self.requests: list[dict[str, Any]] = []
-        self._port = port
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._init_served(port, log_path, "fake-model")
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> str:
-        """Start serving in a background thread; returns the base URL (``http://127.0.0.1:<port>``)."""
-        if self._server is None:
-            self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
-            self._server.daemon_threads = True
-            self._thread = threading.Thread(target=self._server.serve_forever, name="fake-model", daemon=True)
-            self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving; replies still waiting on a delay are dropped."""
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeModel:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """Base URL to give the CLI (``GOOGLE_GEMINI_BASE_URL`` / ``ANTHROPIC_BASE_URL``)."""
-        if self._server is None:
-            raise RuntimeError("FakeModel is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     # ---- queries for tests ----------------------------------------------------------------
-
-    def main_requests(self) -> list[dict[str, Any]]:
-        """Recorded agent-turn requests (not side requests, not token counts)."""
-        with self._lock:
-            return [r for r in self.requests if r["kind"] == "main"]
 
     def wait_for_request(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
@@ -584,14 +547,6 @@ class FakeModel:
             name = _bare_tool_name(turn.tool_result_name)
             return Text(f"Tool {name} returned: {turn.tool_result_text[:200]}")
         return Text("OK.")
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Keep a request in memory and append it to the log file."""
-        with self._lock:
-            self.requests.append(entry)
-            if self.log_path is not None:
-                with self.log_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry) + "\n")
 
     def sleep(self, seconds: float) -> None:
         """Wait out a reply delay, returning early when the server stops."""

@@ -55,10 +55,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.doubles.served import ServedFake
 
 #: A key that looks like an OpenAI key and is obviously not one.
 FAKE_KEY = "sk-test-fake-key-000000000000"
@@ -463,7 +465,7 @@ def chat_completion(reply: Text | tuple[str, dict[str, Any]], model: str, usage:
 # --------------------------------------------------------------------------------------------
 
 
-class FakeOpenAI:
+class FakeOpenAI(ServedFake):
     """A fake Responses + Chat Completions API on 127.0.0.1 (thread-safe; one instance per test).
 
     ``api_key``: when set, requests must carry ``Authorization: Bearer <api_key>`` or get 401.
@@ -490,49 +492,14 @@ class FakeOpenAI:
         self.default_text = default_text
         self.side_text = side_text
         self.models = models
-        self.log_path = Path(log_path) if log_path else None
-        self.requests: list[dict[str, Any]] = []
-        self._port = port
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._init_served(port, log_path, "fake-openai")
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> str:
-        """Start serving in a background thread; returns the base URL (``http://127.0.0.1:<port>``)."""
-        if self._server is None:
-            self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
-            self._server.daemon_threads = True
-            threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True).start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOpenAI:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """Base URL without the ``/v1`` suffix."""
-        if self._server is None:
-            raise RuntimeError("FakeOpenAI is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     # ---- queries for tests ----------------------------------------------------------------
-
-    def main_requests(self) -> list[dict[str, Any]]:
-        """Recorded agent-turn requests (tools declared)."""
-        with self._lock:
-            return [r for r in self.requests if r["kind"] == "main"]
 
     # ---- used by the handler --------------------------------------------------------------
 
@@ -550,14 +517,6 @@ class FakeOpenAI:
         if side:
             return Text(self.side_text)
         return rule.reply if rule is not None else Text(self.default_text)
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Keep a request in memory and append it to the log file."""
-        with self._lock:
-            self.requests.append(entry)
-            if self.log_path is not None:
-                with self.log_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry) + "\n")
 
 
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:

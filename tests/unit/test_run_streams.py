@@ -14,11 +14,19 @@ from waaah_agent.core.failures import classify
 from waaah_agent.core.streams import StreamSummary, parser_for
 
 STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
-CLIS = {"gemini": "gemini-0.61.0", "claude": "claude-2.1.330"}
+#: The recorded streams of each pinned CLI (codex and opencode: tests/unit/test_run_streams_openai.py).
+RECORDED = {
+    "gemini": "gemini-0.61.0",
+    "claude": "claude-2.1.330",
+    "codex": "codex-0.169.0",
+    "opencode": "opencode-1.18.33",
+}
+CLIS = ("gemini", "claude")
 
 
 def recorded(cli: str, scenario: str) -> tuple[StreamSummary, int | None, str]:
-    folder = STREAMS / CLIS[cli]
+    """The parsed stdout, the exit code (None when the recording was cut off) and the stderr."""
+    folder = STREAMS / RECORDED[cli]
     summary = parser_for(cli).feed_all(
         (folder / f"{scenario}.stdout").read_text(encoding="utf-8").splitlines()
     )

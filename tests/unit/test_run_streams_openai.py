@@ -5,37 +5,21 @@ tests/doubles/fake_openai.py: input 123 (7 of them cached), output 45, total 168
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
 from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import StreamSummary, Tokens, parser_for
+from waaah_agent.core.streams import Tokens, parser_for
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import oneshot
 from waaah_agent.runtime.session import pick_adapter
 
-STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
-CLIS = {"codex": "codex-0.169.0", "opencode": "opencode-1.18.33"}
+CLIS = ("codex", "opencode")
 ANSWER = (123, 45, 7, 168)  # the fake's usage of one model call: input, output, cached, total
-
-
-def recorded(cli: str, scenario: str) -> tuple[StreamSummary, int | None, str]:
-    folder = STREAMS / CLIS[cli]
-    summary = parser_for(cli).feed_all(
-        (folder / f"{scenario}.stdout").read_text(encoding="utf-8").splitlines()
-    )
-    code = (folder / f"{scenario}.exit").read_text().strip()
-    return summary, None if code == "timeout" else int(code), (folder / f"{scenario}.stderr").read_text()
-
-
-def failure_of(cli: str, scenario: str) -> F.Failure | None:
-    summary, code, stderr = recorded(cli, scenario)
-    now = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
-    return classify(code, stderr, summary, timed_out=code is None, now=now, tz=timezone.utc)
 
 
 def numbers(tokens: Tokens) -> tuple[int, int, int, int]:
@@ -107,7 +91,7 @@ def test_codex_resume_reports_the_threads_running_total() -> None:
 
 def test_run_log_gives_the_earlier_session_total(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
-    lines = (STREAMS / CLIS["codex"] / "answer.stdout").read_text(encoding="utf-8").splitlines()
+    lines = (STREAMS / RECORDED["codex"] / "answer.stdout").read_text(encoding="utf-8").splitlines()
     first = parser_for("codex").feed_all(lines)
     records = [{"record": "start"}] + [
         {"record": "event", "attempt": 1, "agent": "codex", "event": json.loads(line)} for line in lines
@@ -218,7 +202,7 @@ def test_the_models_own_words_about_rate_limits_are_not_an_error(cli: str) -> No
     """The recorded answer with its text swapped for a model talking about rate limits."""
     text = "You hit a rate limit (429 Too Many Requests); quota exceeded, try again later."
     lines = []
-    for line in (STREAMS / CLIS[cli] / "answer.stdout").read_text(encoding="utf-8").splitlines():
+    for line in (STREAMS / RECORDED[cli] / "answer.stdout").read_text(encoding="utf-8").splitlines():
         lines.append(line.replace("Hello from the fake model.", text))
     summary = parser_for(cli).feed_all(lines)
     assert summary.response == text and summary.error == ""
