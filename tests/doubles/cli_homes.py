@@ -67,10 +67,11 @@ class CliNotInstalled(RuntimeError):
 
 
 def cli_bin(name: str) -> Path:
-    """Path of an installed pinned CLI (``gemini`` or ``claude``); raises CliNotInstalled if absent."""
+    """Path of an installed pinned CLI; raises CliNotInstalled if absent."""
     path = CLI_BIN_DIR / name
     if not (path.exists() and os.access(path, os.X_OK)):
-        raise CliNotInstalled(f"{name} is not installed at {path}: run scripts/install_clis.sh {name}")
+        which = "extra" if name in ("codex", "opencode") else name
+        raise CliNotInstalled(f"{name} is not installed at {path}: run scripts/install_clis.sh {which}")
     return path
 
 

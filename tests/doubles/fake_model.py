@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from tests.doubles.served import ServedFake
+from tests.doubles.served import JsonHandler, ServedFake
 
 Api = Literal["gemini", "anthropic"]
 
@@ -561,7 +561,7 @@ def _handler_for(model: FakeModel) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeModel
     protocol_version = "HTTP/1.1"
 
@@ -661,16 +661,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "timestamp": time.time(),
             }
         )
-
-    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _sse(self, events: Iterator[tuple[str | None, dict[str, Any]]]) -> None:
         # No Content-Length: the body ends when we close the connection.

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.doubles.served import ServedFake
+from tests.doubles.served import JsonHandler, ServedFake
 
 #: A key that looks like an OpenAI key and is obviously not one.
 FAKE_KEY = "sk-test-fake-key-000000000000"
@@ -533,7 +533,7 @@ def _mask(key: str | None) -> str | None:
     return "*" * max(len(key) - 4, 0) + key[-4:]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeOpenAI
     protocol_version = "HTTP/1.1"
 
@@ -621,16 +621,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "timestamp": time.time(),
             }
         )
-
-    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _sse(self, events: Iterator[tuple[str | None, dict[str, Any]]], done: bool = False) -> None:
         # No Content-Length: the body ends when the connection closes.

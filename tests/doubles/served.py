@@ -74,3 +74,17 @@ class ServedFake:
             if self.log_path is not None:
                 with self.log_path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(entry) + "\n")
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Request handler with the JSON reply both fake model APIs send."""
+
+    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)

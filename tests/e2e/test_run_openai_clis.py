@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.doubles.cli_homes import CLI_BIN_DIR, REPO, base_env
+from tests.doubles.cli_homes import REPO, base_env, cli_bin
 from tests.doubles.fake_openai import FAKE_KEY, FakeOpenAI
 from tests.e2e.conftest import with_cli_path, workspace_for
 
@@ -35,10 +35,9 @@ def waaah_command() -> list[str]:
 
 @pytest.fixture(params=["codex", "opencode"])
 def cli(request: pytest.FixtureRequest) -> str:
-    name = str(request.param)
-    if not (CLI_BIN_DIR / name).exists():
-        pytest.skip(f"{name} is not installed at {CLI_BIN_DIR / name}: run scripts/install_clis.sh extra")
-    return name
+    """`make test` installs both: a missing install is a failure, never a skip (as for gemini/claude)."""
+    cli_bin(str(request.param))  # raises with the install command when absent
+    return str(request.param)
 
 
 def cli_env(cli: str, root: Path, ws: Path, base_url: str) -> dict[str, str]:

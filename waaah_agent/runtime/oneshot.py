@@ -33,9 +33,10 @@ from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import RetryConfig, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens, parser_for
-from waaah_agent.errors import SessionNotFound, UsageError
+from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError
 from waaah_agent.runtime import runlog
 from waaah_agent.runtime.child import _die_with_parent
+from waaah_agent.runtime.session import find_binary
 from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
@@ -405,11 +406,10 @@ class _Run:
             self.log.write("attempt_skipped", agent=name, reason=message)
             self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
             return None
-        binary = _which(adapter, self.env)
-        if binary is None:
-            self.failure = Failure(
-                F.CRASH, f"{adapter.binary} CLI not found. Install with: {adapter.install_hint}", False, None
-            )
+        try:
+            binary = find_binary(adapter, self.env)
+        except CliNotFound as missing:
+            self.failure = Failure(F.CRASH, str(missing), False, None)
             self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
             return None
         self.tried.append(name)
@@ -613,12 +613,6 @@ def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
         if summary.tokens_cumulative and summary.session_id == session_id:
             found = summary.tokens
     return found
-
-
-def _which(adapter: Adapter, env: Mapping[str, str]) -> str | None:
-    import shutil
-
-    return shutil.which(adapter.binary, path=env.get("PATH"))
 
 
 def _sleep(seconds: float) -> None:
