@@ -144,10 +144,23 @@ def test_cast_is_exact_for_any_bytes_in_any_split(tmp_path):
 
 
 def test_json_text_writes_what_json_reads():
-    for data in (b"", b"abc", b'"\\\x00\x1b\x1f\x7f', "ü✓😀".encode(), b"\xff", bytes(range(256))):
+    common = '✓ \x1b[1m"a\\b"\x1b[0m\r\n\t\x07\x08'.encode()
+    samples = (
+        b"",
+        b"abc",
+        b'"\\\x00\x1b\x1f\x7f',
+        "ü✓😀".encode(),
+        b"\xff",
+        bytes(range(256)),
+        common,
+        b"\x0e\x0f",
+    )
+    for data in samples:
         body = json_text(data)
         body.decode("utf-8")
         assert json.loads(b'"' + body + b'"').encode("utf-8", "surrogateescape") == data
+    # Valid UTF-8 with only the usual terminal controls is written as it is, but for those.
+    assert json_text(common) == '✓ \\u001b[1m\\"a\\\\b\\"\\u001b[0m\\r\\n\\t\\u0007\\b'.encode()
 
 
 def test_workflow_lookup(tmp_path):

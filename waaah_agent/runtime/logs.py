@@ -29,8 +29,12 @@ CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 # What a JSON string must escape (control characters, quote, backslash), each as json writes it.
 _JSON_ESCAPES = {c: json.dumps(chr(c)).encode()[1:-1] for c in (*range(0x20), 0x22, 0x5C)}
-_JSON_PLAIN = bytes(c for c in range(256) if c not in _JSON_ESCAPES)  # bytes that go as they are
-_JSON_ESCAPE_LIST = [(bytes((c,)), escaped) for c, escaped in _JSON_ESCAPES.items() if c != 0x5C]
+# Terminal output holds a few of them all the time (ESC, CR, LF...): each is replaced in a
+# C-speed pass of its own. The others (NUL, SO/SI, form feed...) are rare: one translate
+# finds them, and such a chunk goes through json's own escaping.
+_COMMON = (0x1B, 0x0A, 0x0D, 0x22, 0x09, 0x07, 0x08)
+_COMMON_ESCAPES = [(bytes((c,)), _JSON_ESCAPES[c]) for c in _COMMON]
+_RARE_MARK = bytes(1 if c in _JSON_ESCAPES and c not in (*_COMMON, 0x5C) else 0 for c in range(256))
 
 
 def stamp(now: datetime) -> str:
@@ -199,22 +203,23 @@ def char_boundary(data: bytes, cut: int) -> int:
 def json_text(data: bytes) -> bytes:
     """The body of a JSON string holding ``data`` exactly (read back with surrogateescape).
 
-    The raw stream is mostly valid UTF-8: it goes into the file as it is, with only the
-    characters JSON must escape escaped, found by a byte scan. Invalid UTF-8 is spelled
-    as json does it (lone surrogates), so that the file stays valid UTF-8.
+    The raw stream is mostly valid UTF-8 whose only special characters are ESC, CR, LF and
+    a few more: it goes into the file as it is, with just those replaced. Anything else
+    (invalid UTF-8, rare control characters) is spelled as json does it (invalid bytes as
+    lone surrogates), so that the file stays valid UTF-8.
     """
     try:
         if not data.isascii():
             data.decode("utf-8")
+        plain = b"\x01" not in data.translate(_RARE_MARK)
     except UnicodeDecodeError:
+        plain = False
+    if not plain:
         return json.dumps(data.decode("utf-8", "surrogateescape"))[1:-1].encode("ascii")
-    special = data.translate(None, _JSON_PLAIN)
-    if not special:
-        return data
-    if b"\\" in special:  # first: the other escapes bring backslashes of their own
+    if b"\\" in data:  # first: the other escapes bring backslashes of their own
         data = data.replace(b"\\", b"\\\\")
-    for char, escaped in _JSON_ESCAPE_LIST:
-        if char in special:
+    for char, escaped in _COMMON_ESCAPES:
+        if char in data:
             data = data.replace(char, escaped)
     return data
 
