@@ -1,6 +1,6 @@
 """Escape filtering, the screen model, the clean text log and redaction."""
 
-from waaah_agent.core.escapes import for_pyte, split_incomplete, strip_all
+from waaah_agent.core.escapes import for_pyte, split_incomplete
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.screen import Screen
 from waaah_agent.core.textlog import LineCleaner
@@ -34,8 +34,9 @@ def test_screen_survives_what_ink_tuis_emit_and_reads_the_title():
     assert view.bottom(1) == (view.lines[0],)
 
 
-def test_strip_all_leaves_plain_text():
-    assert strip_all("\x1b[1;32mok\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07") == "ok link"
+def test_line_cleaner_leaves_plain_text():
+    raw = "\x1b[1;32mok\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07\x00\x07\x0e\x1b\x7f\ttab 42\r\n"
+    assert LineCleaner().feed(raw.encode(), 0.0) == ["ok link\ttab 42"]
 
 
 def test_line_cleaner_timestamps_nothing_but_cleans_and_collapses_spinners():

@@ -19,8 +19,8 @@ _CSI = re.compile(r"\x1b\[([0-?]*)[ -/]*([@-~])")
 _PRIVATE = frozenset("<=>?")
 # String sequences whose payload pyte would otherwise print as text: DCS, SOS, PM, APC.
 _STRING_SEQ = re.compile(r"\x1b[P^_X].*?(?:\x1b\\|\x07)", re.DOTALL)
-# Everything a plain-text reader does not want (used by the text log).
-_ANY_ESCAPE = re.compile(
+# Every escape sequence: what a plain-text reader does not want (the text log drops them).
+ANY_ESCAPE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC (title, hyperlinks, ...)
     r"|\x1b[P^_X].*?(?:\x1b\\|\x07)"  # DCS, SOS, PM, APC
@@ -66,10 +66,3 @@ def _pyte_safe(match: re.Match[str]) -> str:
     if params.startswith("?") and private == ["?"] and final in "hl":
         return match.group(0)
     return ""
-
-
-def strip_all(text: str) -> str:
-    """Remove every escape sequence, leaving printable text and C0 controls."""
-    if ESC not in text:
-        return text
-    return _ANY_ESCAPE.sub("", text)

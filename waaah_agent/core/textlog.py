@@ -12,13 +12,16 @@ import codecs
 import re
 from collections import OrderedDict
 
-from waaah_agent.core.escapes import split_incomplete, strip_all
+from waaah_agent.core.escapes import ANY_ESCAPE, split_incomplete
 
 # Spinner glyphs (braille dots and the star/dot family claude and gemini use) and digits:
 # removed from a line's identity so successive frames of one spinner compare equal.
-_VOLATILE = re.compile(r"[\u2800-\u28ff·✢✳✶✻✽✦◐◑◒◓⊶]|\d+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_VOLATILE = re.compile(r"[0-9\u2800-\u28ff·✢✳✶✻✽✦◐◑◒◓⊶]+")
+# Escape sequences, and the control characters a text file does not want (CR and LF stay:
+# they end and overwrite lines), in one pass.
+_NOISE = re.compile(f"{ANY_ESCAPE.pattern}|[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]", re.DOTALL)
 _CURSOR_MOVES = re.compile(r"\x1b\[[0-9;]*[ABEFGHJKf]")
+_LINE_ENDS = re.compile(r"(\n|\r)")
 MAX_LINE = 4000
 
 
@@ -41,14 +44,14 @@ class LineCleaner:
         # A cursor movement ends the visual line the same way a newline does.
         text = _CURSOR_MOVES.sub("\n", text.replace("\r\n", "\n"))
         out: list[str] = []
-        for piece in re.split(r"(\n|\r)", strip_all(text)):
+        for piece in _LINE_ENDS.split(_NOISE.sub("", text)):
             if piece == "\n":
                 self._emit(out, now)
             elif piece == "\r":
                 # Carriage return: the line is about to be overwritten (spinner redraw).
                 self._line = ""
-            else:
-                self._line = (self._line + _CONTROL.sub("", piece))[-MAX_LINE:]
+            elif piece:
+                self._line = (self._line + piece)[-MAX_LINE:]
         return out
 
     def flush(self, now: float) -> list[str]:
