@@ -6,7 +6,8 @@ newline, as in gemini), a spinner and window title while "working", `/quit` with
 resume hint, `/crash N`, Esc to cancel, double Ctrl+C to exit, and a report of the window
 size on every SIGWINCH, and `/flood N` (N lines at once). Knobs (environment): SIM_BUSY_SECONDS (default 1.5),
 SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HANG=1
-(stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N, SIM_TRANSCRIPT_DIR.
+(stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N,
+SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR.
 
 SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
@@ -147,11 +148,7 @@ class Sim:
         if text.startswith("/crash"):
             return int(text.split()[1]) if len(text.split()) > 1 else 1
         if text.startswith("/flood"):  # a burst of output, e.g. a long build log
-            count = int(text.split()[1]) if len(text.split()) > 1 else 1000
-            for i in range(count):
-                sys.stdout.write(f"flood line {i:06d} " + "x" * 80 + "\r\n")
-            sys.stdout.write("FLOOD DONE\r\n")
-            sys.stdout.flush()
+            flood(int(text.split()[1]) if len(text.split()) > 1 else 1000)
             return None
         if text.startswith("/limit"):  # a usage-limit banner, as the real CLIs print one
             self.history.append("SIMULATED usage limit reached · " + text[len("/limit") :].strip())
@@ -169,6 +166,7 @@ class Sim:
 
     def tick(self) -> None:
         if self.pending_reply and not self.is_busy():
+            flood(int(os.environ.get("SIM_REPLY_FLOOD", "0")))
             self.history.append(self.pending_reply)
             self.record({"role": "model", "text": self.pending_reply})
             self.pending_reply = ""
@@ -177,6 +175,16 @@ class Sim:
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
         with self.transcript.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(message) + "\n")
+
+
+def flood(count: int) -> None:
+    """A burst of output (a long build log, a dumped file): ``count`` lines at once."""
+    if count <= 0:
+        return
+    for i in range(count):
+        sys.stdout.write(f"flood line {i:06d} " + "x" * 80 + "\r\n")
+    sys.stdout.write("FLOOD DONE\r\n")
+    sys.stdout.flush()
 
 
 # -- measurement modes (SIM_MODE) ----------------------------------------------------------

@@ -404,6 +404,20 @@ def test_a_stalled_terminal_does_not_freeze_the_supervisor(workspace, fake_home)
     assert child.exitstatus == 0
 
 
+def test_the_screen_catches_up_after_a_flood(workspace, fake_home):
+    """A reply preceded by ~3 MB at once outruns the screen model (its backlog is cut); once
+    the agent is quiet the screen is current again: the turn's end is seen and answered."""
+    env = sim_env(fake_home, SIM_REPLY_FLOOD="30000")
+    child = spawn_waaah(workspace, "--start=simulated", env=env)
+    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace))
+    native = state(workspace)["native_session_id"]
+    pump_until(child, lambda: sim_messages(workspace, native, role="model"))
+    flooded_at = time.monotonic()
+    pump_until(child, lambda: CONTINUE_PROMPT in sim_messages(workspace, native), 30)
+    assert time.monotonic() - flooded_at < 15  # seconds, not the minutes of a 1 % share
+    assert save_and_exit(child) == 0
+
+
 def test_loop_left_gets_one_continue_prompt(workspace, fake_home):
     child = start_and_deliver(workspace, sim_env(fake_home), nudge=True)
     native = state(workspace)["native_session_id"]

@@ -42,6 +42,7 @@ SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
 # changed, so a screen rebuilt from a short tail can stay wrong until the next full redraw.
 SCREEN_BACKLOG = 256 * 1024
 SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
+SCREEN_FLOOD_SHARE = 0.01  # ... and this much once its backlog overflowed, until the output pauses
 SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
 SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
 TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
@@ -136,6 +137,7 @@ class Supervisor:
         self.screen_not_before = 0.0  # the earliest next piece of pyte work (bounds pyte's share)
         self.screen_todo = b""  # output taken from the backlog for the screen update in progress
         self.screen_done = 0  # how much of it pyte has been fed
+        self.screen_flooded = False  # output outran the screen model: its backlog was cut
         self.last_output = clock()
         self.delivery = cfg.initial_prompt
         self.nudger = Nudger(cfg.policy) if cfg.policy else None
@@ -153,19 +155,21 @@ class Supervisor:
         self.child_gone = False
         self._stop_detail = ""
         self._wake_r = -1
+        self.interest: Interest | None = None  # the loop's selector, while it runs
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> Outcome:
         sel = selectors.DefaultSelector()
+        self.interest = interest = Interest(sel)
         with signal_pipe() as wake_r:
             self._wake_r = wake_r
             try:
-                sel.register(self.child.fd, selectors.EVENT_READ, self._on_pty)
-                sel.register(wake_r, selectors.EVENT_READ, self._on_signal)
+                interest.want(self.child.fd, selectors.EVENT_READ, self._on_pty)
+                interest.want(wake_r, selectors.EVENT_READ, self._on_signal)
                 if self.cfg.interactive:
-                    sel.register(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
+                    interest.want(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
                 if self.mailbox is not None:
-                    sel.register(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
+                    interest.want(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
                 self.timers.set("flush", self.clock() + FLUSH_EVERY)
                 self.resume_limit()
                 self._check_child()  # it may have died before the handlers were in place
@@ -173,19 +177,21 @@ class Supervisor:
                     self._iterate(sel)
             finally:
                 sel.close()
+                self.interest = None
                 if self.term is not None:
                     self._drain_terminal()
                     self.term.close()
         return self.outcome
 
     def _iterate(self, sel: selectors.BaseSelector) -> None:
+        assert self.interest is not None
         term = self.term
         pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
         if term is None or term.pending < TERMINAL_HIGH_WATER:
             pty_events |= selectors.EVENT_READ
-        _interest(sel, self.child.fd, pty_events, self._on_pty)
+        self.interest.want(self.child.fd, pty_events, self._on_pty)
         if term is not None:
-            _interest(sel, term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
+            self.interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
         for key, mask in sel.select(self.timers.timeout(self.clock())):
             key.data(mask)
             if self.outcome is not None:
@@ -225,9 +231,14 @@ class Supervisor:
         self.logs.output(data)
         self.last_output = self.clock()
         self.backlog += data
-        if len(self.backlog) > 4 * SCREEN_BACKLOG:  # the screen model is far behind: bound memory
+        if len(self.backlog) > 4 * SCREEN_BACKLOG:
+            # The screen model is far behind: bound memory, and start afresh from the recent
+            # past. The update in progress is stale now, and so would the next be before it
+            # ends, as long as the flood lasts: pyte keeps a token share until the output pauses.
             del self.backlog[:-SCREEN_BACKLOG]
             self.screen.reset()
+            self.screen_todo, self.screen_done = b"", 0
+            self.screen_flooded = True
         self.timers.set_min("screen", max(self.last_output + SCREEN_DELAY, self.screen_not_before))
 
     def _write_stdout(self, data: bytes) -> None:
@@ -244,7 +255,8 @@ class Supervisor:
             self._write_stdout(f"\x1b]0;{text}\x07".encode())
 
     def _on_terminal(self, mask: int) -> None:
-        assert self.term is not None
+        if self.term is None:  # gone earlier in this same wake-up
+            return
         try:
             self.term.flush()
         except OSError as err:
@@ -253,7 +265,11 @@ class Supervisor:
     def _terminal_gone(self, err: OSError) -> None:
         if err.errno not in (errno.EIO, errno.EPIPE, errno.EBADF, errno.ENXIO):
             raise err
-        self.term = None  # nowhere left to show the agent's screen
+        term, self.term = self.term, None  # nowhere left to show the agent's screen
+        if term is not None:
+            if self.interest is not None:
+                self.interest.want(term.fd, 0, self._on_terminal)
+            term.close()
         self._stop("terminal-closed", "the terminal went away")
 
     def _drain_terminal(self, seconds: float = 1.0) -> None:
@@ -274,7 +290,10 @@ class Supervisor:
         the loop serves the PTY and stdin before going on. While output keeps coming, every
         slice is followed by a pause 1/SCREEN_SHARE - 1 times as long, from the first slice
         of an update on, so pyte takes at most SCREEN_SHARE of the time even when one update
-        has a long backlog to work through; once the agent is quiet, pyte catches up at once.
+        has a long backlog to work through. Output faster than pyte can ever follow overflows
+        the backlog, which is then cut with the update in progress (see ``_record``): until
+        the output pauses, pyte gets only SCREEN_FLOOD_SHARE, as its work would be cut again.
+        Once the agent is quiet, pyte catches up at once.
         """
         now = self.clock()
         if self.screen_todo and now < self.screen_not_before:
@@ -306,8 +325,12 @@ class Supervisor:
     def _pace_screen(self, work: float) -> None:
         """After ``work`` seconds of pyte: while the agent is writing, pause in proportion."""
         now = self.clock()
-        flowing = now - self.last_output < SCREEN_DELAY
-        self.screen_not_before = now + work * (1 / SCREEN_SHARE - 1) if flowing else now
+        if now - self.last_output >= SCREEN_DELAY:  # the agent is quiet: catch up at once
+            self.screen_flooded = False
+            self.screen_not_before = now
+            return
+        share = SCREEN_FLOOD_SHARE if self.screen_flooded else SCREEN_SHARE
+        self.screen_not_before = now + work * (1 / share - 1)
 
     def _observe(self, view: ScreenView) -> None:
         adapter, now = self.cfg.adapter, self.clock()
@@ -678,18 +701,30 @@ def _line_of(view: ScreenView, fragment: str) -> str:
     return fragment
 
 
-def _interest(sel: selectors.BaseSelector, fd: int, events: int, callback: Callable[[int], None]) -> None:
-    """Register, modify or unregister ``fd`` so that the selector waits for exactly ``events``."""
-    try:
-        key = sel.get_key(fd)
-    except KeyError:
-        if events:
-            sel.register(fd, events, callback)
-        return
-    if not events:
-        sel.unregister(fd)
-    elif key.events != events:
-        sel.modify(fd, events, callback)
+class Interest:
+    """The events the loop's selector waits for on each fd; the selector hears only of changes.
+
+    The agent's PTY and the terminal change what they wait for as queues fill and empty;
+    asking the selector each time (and registering and unregistering) costs more than the
+    wake-up it serves under a flood of output.
+    """
+
+    def __init__(self, sel: selectors.BaseSelector) -> None:
+        self.sel = sel
+        self.events: dict[int, int] = {}
+
+    def want(self, fd: int, events: int, callback: Callable[[int], None]) -> None:
+        """Make the selector wait for exactly ``events`` on ``fd`` (0: not at all)."""
+        had = self.events.get(fd, 0)
+        if events == had:
+            return
+        if not had:
+            self.sel.register(fd, events, callback)
+        elif events:
+            self.sel.modify(fd, events, callback)
+        else:
+            self.sel.unregister(fd)
+        self.events[fd] = events
 
 
 def _ignore_in_handler(signum: int, frame: object) -> None:

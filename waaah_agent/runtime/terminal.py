@@ -71,8 +71,17 @@ class TerminalOut:
         return self._queue.pending
 
     def write(self, data: bytes) -> None:
-        self._queue.add(data)
-        self.flush()
+        """Write ``data`` now as far as the terminal takes it; queue the rest, in order."""
+        if self._queue:
+            self._queue.add(data)
+            self.flush()
+            return
+        try:
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            self._queue.add(data[sent:])
 
     def flush(self) -> None:
         """Write what the terminal takes now. Raises OSError if the terminal is gone."""
