@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -516,3 +517,33 @@ def test_cast_keeps_every_byte_of_a_flood(workspace, fake_home, stop):
     assert len(trailer) < 2000 and b"Reading" not in trailer, trailer[:200]
     if stop == "agent-exit":
         assert b"BLAST-END" in agent_part
+
+
+def test_a_slow_terminal_gets_the_agent_s_last_output_in_full(workspace, fake_home):
+    """The agent ends with up to 1 MB still queued for a slow terminal: the supervisor stays
+    until the terminal has taken all of it (not a fixed second), at the terminal's pace."""
+    env = sim_env(fake_home, SIM_MODE="blast", SIM_MB="2")
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
+    shown = bytearray()
+    child.logfile_read = _Collector(shown)
+    child.expect("START blast")
+    time.sleep(2)  # nobody reads: the supervisor's queue for the terminal fills up
+    started = time.monotonic()
+    taken = 0
+    while True:  # then a slow reader: 32 KB, a pause of 50 ms, and so on (~640 KB/s)
+        try:
+            taken += len(child.read_nonblocking(65536, timeout=30))
+        except pexpect.EOF:
+            break
+        if taken >= 32768:
+            taken = 0
+            time.sleep(0.05)
+    child.close()
+    assert child.exitstatus == 0
+    end = re.search(rb"BLAST-END (\d+) (\d+)", bytes(shown))
+    assert end, bytes(shown[-300:])
+    sent, newlines = int(end.group(1)), int(end.group(2))
+    agent_part = bytes(shown[shown.index(b"START blast") :])
+    body = agent_part[agent_part.index(b"\n") + 1 : end.start()]
+    assert len(body) >= sent + newlines  # every byte (each \n arrives as \r\n)
+    assert time.monotonic() - started > 1.5  # the drain outlasted the old fixed second

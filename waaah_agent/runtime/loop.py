@@ -51,6 +51,7 @@ FLUSH_EVERY = 1.0
 MENU_TIMEOUT = 20.0
 MENU = " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent "
 WATCHED_SIGNALS = (signal.SIGWINCH, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGCHLD)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 @dataclass
@@ -272,15 +273,29 @@ class Supervisor:
             term.close()
         self._stop("terminal-closed", "the terminal went away")
 
-    def _drain_terminal(self, seconds: float = 1.0) -> None:
-        """At the end, give the terminal a moment to take the agent's last words."""
-        deadline = self.clock() + seconds
-        while self.term is not None and self.term.pending and self.clock() < deadline:
+    def _drain_terminal(self, stalled_after: float = 1.0) -> None:
+        """At the end, let the terminal take the agent's last words, at the terminal's pace.
+
+        It may hold up to TERMINAL_HIGH_WATER queued. A terminal that takes nothing for
+        ``stalled_after`` seconds (paused, gone) is given up on; so is the rest when a stop
+        signal comes meanwhile.
+        """
+        term = self.term
+        give_up = self.clock() + stalled_after
+        while term is not None and term.pending:
+            before = term.pending
             try:
-                self.term.flush()
+                term.flush()
             except OSError:
                 return
-            time.sleep(0.005)
+            now = self.clock()
+            if term.pending < before:
+                give_up = now + stalled_after
+            if not term.pending or now >= give_up:
+                return
+            ready, _, _ = select.select([self._wake_r], [term.fd], [], give_up - now)
+            if self._wake_r in ready and any(s in STOP_SIGNALS for s in os.read(self._wake_r, 512)):
+                return
 
     # -- the screen, detection, delivery -------------------------------------------------
     def _timer_screen(self) -> None:
@@ -629,7 +644,7 @@ class Supervisor:
             self._resize()
         elif signum == signal.SIGCHLD:
             self._check_child()
-        elif signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        elif signum in STOP_SIGNALS:
             name = signal.Signals(signum).name
             self._stop("signal", f"received {name}")
 
@@ -758,7 +773,7 @@ def wait_interruptibly(seconds: float, stdin_fd: int | None) -> str | None:
             ready, _, _ = select.select(fds, [], [], left)
             if wake_r in ready:
                 for signum in os.read(wake_r, 512):
-                    if signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                    if signum in STOP_SIGNALS:
                         return f"received {signal.Signals(signum).name}"
             if stdin_fd is not None and stdin_fd in ready:
                 keys = os.read(stdin_fd, 1024)
