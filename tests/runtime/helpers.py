@@ -22,9 +22,11 @@ def sim_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def spawn_waaah(ws: Path, *args: str, env: dict[str, str], timeout: float = 20) -> pexpect.spawn:
+def spawn_waaah(
+    ws: Path, *args: str, env: dict[str, str], timeout: float = 20, **spawn: Any
+) -> pexpect.spawn:
     child = pexpect.spawn(
-        WAAAH, ["agent", *args], cwd=str(ws), env=env, dimensions=(ROWS, COLS), timeout=timeout
+        WAAAH, ["agent", *args], cwd=str(ws), env=env, dimensions=(ROWS, COLS), timeout=timeout, **spawn
     )
     child.delaybeforesend = None  # pexpect sleeps 50 ms before every send otherwise
     return child

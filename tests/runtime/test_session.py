@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -547,3 +548,55 @@ def test_a_slow_terminal_gets_the_agent_s_last_output_in_full(workspace, fake_ho
     body = agent_part[agent_part.index(b"\n") + 1 : end.start()]
     assert len(body) >= sent + newlines  # every byte (each \n arrives as \r\n)
     assert time.monotonic() - started > 1.5  # the drain outlasted the old fixed second
+
+
+def test_a_full_disk_costs_log_lines_not_the_session(workspace, fake_home):
+    """Files may not grow past 2 MB (RLIMIT_FSIZE, as a full disk): the agent's 6 MB still
+    reach the terminal, one line says what happened, the .cast holds whole lines up to the
+    failure, the text log says how much is missing, and the supervisor exits 0."""
+
+    def two_mb_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, resource.RLIM_INFINITY))
+
+    env = sim_env(fake_home, SIM_MODE="blast", SIM_MB="6")
+    child = spawn_waaah(
+        workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env, preexec_fn=two_mb_files
+    )
+    shown = bytearray()
+    child.logfile_read = _Collector(shown)
+    while True:
+        try:
+            child.read_nonblocking(1 << 20, timeout=30)
+        except pexpect.EOF:
+            break
+    child.close()
+    assert child.exitstatus == 0
+    warnings = re.findall(rb"waaah: cannot write [^\n]*\.cast \([^\n]*\n", bytes(shown))
+    assert len(warnings) == 1
+    seen = bytes(shown).replace(warnings[0], b"")  # it may come between queued output
+    assert re.search(rb"BLAST-END \d+ \d+", seen)
+    st = state(workspace)
+    recorded = replay(Path(st["cast_path"]))  # every line is whole JSON
+    assert 1_000_000 < len(recorded) <= 2_000_000
+    assert seen.startswith(recorded[recorded.index(b"START blast") :], seen.index(b"START blast"))
+    assert re.search(
+        r"\[waaah\] \d+ bytes could not be written to .*\.cast", Path(st["log_path"]).read_text()
+    )
+
+
+def test_a_quiet_agent_never_wakes_the_supervisor(workspace, fake_home):
+    """Nothing runs while the agent is silent: no polling, no periodic flush."""
+    env = sim_env(fake_home, SIM_MODE="silent", SIM_SECONDS="8")
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
+    child.expect("START silent")
+    time.sleep(2)  # the first output's screen update and log flush are over
+
+    def wakeups() -> int:
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))
+
+    before = wakeups()
+    time.sleep(4)
+    assert wakeups() - before <= 1
+    child.expect("SILENT-END")
+    assert wait_exit(child) == 0

@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import resource
 from datetime import datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy, WorkflowNotFound
-from waaah_agent.runtime.logs import RollingFile, SessionLogs, json_text, prune, replay
+from waaah_agent.runtime.logs import RETRY_AFTER, RollingFile, SessionLogs, json_text, prune, replay
 from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
 from waaah_agent.runtime.workspace import find_workflow, git_root, strip_front_matter, workflow_name
 
@@ -102,6 +103,38 @@ def test_rolling_file_caps_size(tmp_path):
     sizes = [p.stat().st_size for p in tmp_path.glob("a.log*")]
     assert len(sizes) == 4  # the live file and three rollovers
     assert all(size <= 100 for size in sizes)
+
+
+def test_a_log_on_a_full_disk_keeps_whole_lines_and_resumes(tmp_path):
+    """Writes that fail (here: past RLIMIT_FSIZE, as on a full disk) never raise; the file
+    keeps whole lines only, counts what it lost, and is written again after a while."""
+    now = [0.0]
+    path = tmp_path / "a.cast"
+    f = RollingFile(path, max_bytes=10**9, header=b'{"version": 2}\n', clock=lambda: now[0])
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
+    written = len(b'{"version": 2}\n')
+    try:
+        for i in range(400):  # ~400 KB: the second half cannot be written
+            line = b'[%d, "o", "%b"]\n' % (i, b"x" * 1000)
+            f.write(line)
+            written += len(line)
+        f.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert f.failing is not None
+    assert f.lost + path.stat().st_size == written  # every byte is in the file or counted lost
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) > 100
+    assert [json.loads(line) for line in lines[1:-1]][-1][0] == len(lines) - 3  # whole lines, in order
+    f.write(b'[1000, "o", "too early"]\n')  # still failing: counted, not written
+    now[0] = RETRY_AFTER + 1
+    f.write(b'[1001, "o", "again"]\n')
+    f.close()
+    assert f.failing is None
+    assert path.read_bytes().endswith(
+        b'"x"]\n'.replace(b'"x"', b'"' + b"x" * 1000 + b'"') + b'[1001, "o", "again"]\n'
+    )
 
 
 def test_session_logs_write_text_and_cast(tmp_path):

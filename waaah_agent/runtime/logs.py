@@ -3,6 +3,7 @@
 Writes are buffered (an unbuffered write per chunk costs real CPU at high output rates)
 and flushed by the loop's timer and at close. Each file rolls over at ``max_bytes`` and
 only the newest ``keep`` sessions per agent are kept, so a chatty night cannot fill the disk.
+A disk that fills up anyway costs log lines, never the session: see ``RollingFile``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -27,6 +29,7 @@ BUFFER = 64 * 1024
 # and the .log says how much it left out.
 CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
+RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 # What a JSON string must escape (control characters, quote, backslash), each as json writes it.
 _JSON_ESCAPES = {c: json.dumps(chr(c)).encode()[1:-1] for c in (*range(0x20), 0x22, 0x5C)}
 # Terminal output holds a few of them all the time (ESC, CR, LF...): each is replaced in a
@@ -42,44 +45,131 @@ def stamp(now: datetime) -> str:
 
 
 class RollingFile:
-    """An append-only file that rolls over to ``.1``, ``.2``... when it grows too big."""
+    """An append-only file that rolls over to ``.1``, ``.2``... when it grows too big.
 
-    def __init__(self, path: Path, max_bytes: int, header: bytes = b"") -> None:
+    A failed write (disk full, file too large) never reaches the caller: the supervisor's
+    job is the agent, not its logs. One warning says why; the file is closed and cut back to
+    its last whole line (half a line would break the .cast for every player); what it could
+    not take is counted in ``lost``; RETRY_AFTER seconds later it is written again.
+    """
+
+    def __init__(
+        self, path: Path, max_bytes: int, header: bytes = b"", clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = path
         self._max = max_bytes
         self._header = header
-        self._fh: IO[bytes] = self._open()
-        self._size = self.path.stat().st_size
+        self._clock = clock
+        self.lost = 0  # bytes that could not be written (reset by whoever reports them)
+        self.failing: OSError | None = None  # the error while the file is out of action
+        self._retry_at = 0.0
+        self._size = 0  # bytes in the file, its buffer included
+        self._fh: IO[bytes] | None = self._open()
 
     def _open(self) -> IO[bytes]:
-        fresh = not self.path.exists()
         fh = self.path.open("ab", buffering=BUFFER)
         os.chmod(self.path, 0o600)
-        if fresh and self._header:
+        self._size = os.fstat(fh.fileno()).st_size
+        if not self._size and self._header:
             fh.write(self._header)
+            self._size = len(self._header)
         return fh
 
     def write(self, data: bytes) -> None:
-        if self._size + len(data) > self._max and self._size > len(self._header):
-            self._roll()
-        self._fh.write(data)
-        self._size += len(data)
+        if self._fh is None and not self._reopen():
+            self.lost += len(data)
+            return
+        try:
+            if self._size + len(data) > self._max and self._size > len(self._header):
+                self._roll()
+            assert self._fh is not None
+            self._fh.write(data)
+            self._size += len(data)
+        except OSError as err:
+            self.lost += len(data)
+            self._fail(err)
 
     def _roll(self) -> None:
-        self._fh.close()
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()
         for n in range(ROLLOVERS, 0, -1):
             older = self.path.with_name(f"{self.path.name}.{n}")
             newer = self.path.with_name(f"{self.path.name}.{n - 1}") if n > 1 else self.path
             if newer.exists():
                 os.replace(newer, older)
         self._fh = self._open()
-        self._size = len(self._header)
+
+    def _fail(self, err: OSError) -> None:
+        fh, self._fh = self._fh, None
+        try:
+            if fh is not None:
+                fh.close()  # closes the file even when the flush of its buffer fails
+        except OSError:
+            pass
+        try:
+            cut_to_last_line(self.path)  # valid as it stands, even if nothing more is written
+            kept = self.path.stat().st_size
+        except OSError:
+            kept = self._size
+        self.lost += max(0, self._size - kept)  # what the buffer held, and half a line
+        self._size = kept
+        if self.failing is None:
+            log.warning(
+                "cannot write %s (%s); the session goes on, the log misses output meanwhile", self.path, err
+            )
+        self.failing = err
+        self._retry_at = self._clock() + RETRY_AFTER
+
+    def _reopen(self) -> bool:
+        """After a failure, at the retry time: open again."""
+        if self._clock() < self._retry_at:
+            return False
+        try:
+            self._fh = self._open()
+        except OSError as err:
+            self._fail(err)
+            return False
+        log.warning("writing %s again (%d bytes could not be written)", self.path, self.lost)
+        self.failing = None
+        return True
 
     def flush(self) -> None:
-        self._fh.flush()
+        if self._fh is None and not self._reopen():
+            return
+        try:
+            assert self._fh is not None
+            self._fh.flush()
+        except OSError as err:
+            self._fail(err)
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError as err:
+                self._fail(err)
+            self._fh = None
+
+
+def cut_to_last_line(path: Path, step: int = 65536) -> None:
+    """Truncate ``path`` after its last newline (a write cut short leaves half a line)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    with path.open("r+b") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - step)
+            fh.seek(start)
+            at = fh.read(end - start).rfind(b"\n")
+            if at >= 0:
+                end = start + at + 1
+                break
+            end = start
+        if end < size:
+            fh.truncate(end)
 
 
 class SessionLogs:
@@ -160,8 +250,14 @@ class SessionLogs:
         self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
 
     def notice(self, message: str) -> None:
-        """A supervisor line (marked ``[waaah]``) in the text log."""
+        """A supervisor line (marked ``[waaah]``) in the text log, there at once for ``tail -f``."""
         self._line(f"[waaah] {message}")
+        self._text.flush()
+
+    @property
+    def skipping(self) -> bool:
+        """Output was left out of the text log this second (a later flush says how much)."""
+        return bool(self._skipped)
 
     def _line(self, text: str) -> None:
         ts = datetime.now().isoformat(timespec="milliseconds")
@@ -172,10 +268,18 @@ class SessionLogs:
         if self._skipped and now >= self._window_end:
             self._next_window(now)
         for f in (self._text, self._cast):
-            try:
-                f.flush()
-            except OSError as err:  # disk full: keep supervising, say so once per flush
-                log.warning("could not write the session log: %s", err)
+            f.flush()
+        self._report_losses()
+
+    def _report_losses(self, final: bool = False) -> bool:
+        """The text log says what a file misses, once it is written again (or at the end)."""
+        said = False
+        for f in (self._text, self._cast):
+            if f.lost and (final or f.failing is None):
+                lost, f.lost, said = f.lost, 0, True
+                why = f": {f.failing}" if f.failing else ""
+                self.notice(f"{lost} bytes could not be written to {f.path.name}{why}")
+        return said
 
     def close(self) -> None:
         self._cast_out(time.monotonic(), b"", final=True)
@@ -183,6 +287,7 @@ class SessionLogs:
             self._next_window(time.monotonic())
         for line in self._cleaner.flush(time.monotonic()):
             self._line(line)
+        self._report_losses(final=True)
         self.flush()
         self._text.close()
         self._cast.close()

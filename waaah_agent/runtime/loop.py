@@ -171,7 +171,6 @@ class Supervisor:
                     interest.want(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
                 if self.mailbox is not None:
                     interest.want(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
-                self.timers.set("flush", self.clock() + FLUSH_EVERY)
                 self.resume_limit()
                 self._check_child()  # it may have died before the handlers were in place
                 while self.outcome is None:
@@ -231,6 +230,7 @@ class Supervisor:
     def _record(self, data: bytes) -> None:
         self.logs.output(data)
         self.last_output = self.clock()
+        self.timers.set_min("flush", self.last_output + FLUSH_EVERY)  # a quiet agent: no timer
         self.backlog += data
         if len(self.backlog) > 4 * SCREEN_BACKLOG:
             # The screen model is far behind: bound memory, and start afresh from the recent
@@ -705,7 +705,8 @@ class Supervisor:
 
     def _timer_flush(self) -> None:
         self.logs.flush()
-        self.timers.set("flush", self.clock() + FLUSH_EVERY)
+        if self.logs.skipping:  # its note on output left out of the text log is due later
+            self.timers.set("flush", self.clock() + FLUSH_EVERY)
 
 
 def _line_of(view: ScreenView, fragment: str) -> str:
