@@ -1,9 +1,11 @@
-"""Benchmark the output relay: direct vs `script` vs `waaah agent`, inside a PTY we own.
+"""Benchmark the output relay: direct vs `script` vs a bare Python relay vs `waaah agent`.
 
 Each relay runs the same measurement child (``python -m waaah_agent.simulated`` with
 ``SIM_MODE`` set) inside an outer PTY that this script reads itself. Rounds are short and
 interleaved, so machine noise spreads over all relays alike; the table shows per metric the
 median over rounds and the comparison with the child writing straight to the outer PTY.
+The bare Python relay (``--bare-relay``, below) is the least any relay written in Python can
+do: a PTY, select, read, write, nothing recorded. What waaah costs beyond it is its own work.
 
     make bench                       # or: .venv/bin/python scripts/bench_relay.py
     BENCH_ROUNDS=3 BENCH_BIG_MB=200 make bench   # a quicker, rougher run
@@ -50,7 +52,7 @@ BLAST_MB = float(os.environ.get("BENCH_MB", "50"))
 BIG_MB = float(os.environ.get("BENCH_BIG_MB", "1024"))
 SILENT_S = float(os.environ.get("BENCH_SILENT", "20"))
 SCREEN_MB = float(os.environ.get("BENCH_SCREEN_MB", "8"))
-RELAYS = ("direct", "script", "waaah")
+RELAYS = ("direct", "script", "python", "waaah")
 
 Sample = dict[str, float]
 
@@ -164,6 +166,8 @@ class Setup:
             return self.child_argv()
         if relay == "script":
             return ["script", "-qfec", shlex.join(self.child_argv()), "/dev/null"]
+        if relay == "python":
+            return [PYTHON, __file__, "--bare-relay", *self.child_argv()]
         return [WAAAH, "agent", "--start=simulated", "--no-mcp"]
 
     def start(self, relay: str, mode: str, **knobs: str) -> Outer:
@@ -346,7 +350,7 @@ class Results:
 
 def run_rounds(setup: Setup, results: Results) -> None:
     for n in range(ROUNDS):
-        order = RELAYS[n % 3 :] + RELAYS[: n % 3]
+        order = RELAYS[n % len(RELAYS) :] + RELAYS[: n % len(RELAYS)]
         samples: dict[str, Sample] = {r: {} for r in RELAYS}
         for measure in (measure_latency, measure_keys, measure_blast):
             for relay in order:
@@ -356,7 +360,8 @@ def run_rounds(setup: Setup, results: Results) -> None:
         w, d = samples["waaah"], samples["direct"]
         print(
             f"round {n + 1}/{ROUNDS}: waaah p99 +{w['lat_p99'] - d['lat_p99']:.2f} ms, "
-            f"{w['mb_per_s']:.1f} MB/s (direct {d['mb_per_s']:.1f}, script {samples['script']['mb_per_s']:.1f})",
+            f"{w['mb_per_s']:.1f} MB/s (direct {d['mb_per_s']:.1f}, script {samples['script']['mb_per_s']:.1f}, "
+            f"bare Python {samples['python']['mb_per_s']:.1f})",
             flush=True,
         )
 
@@ -414,12 +419,15 @@ def versus(value: float | None, direct: float | None, kind: str) -> str:
 
 
 def table(results: Results, costs: Sample) -> str:
-    head = f"{'metric (median of ' + str(ROUNDS) + ' rounds)':44} {'direct':>8} {'script':>8} {'vs dir':>7} {'waaah':>8} {'vs dir':>7}"
+    names = {"direct": "direct", "script": "script", "python": "bare py", "waaah": "waaah"}
+    head = f"{'metric (median of ' + str(ROUNDS) + ' rounds)':44} {'direct':>8}" + "".join(
+        f" {names[r]:>8} {'vs dir':>7}" for r in RELAYS[1:]
+    )
     lines = [head, "-" * len(head)]
     for key, label, kind in ROWS_SPEC:
-        d, s, w = (results.median(r, key) for r in RELAYS)
+        d, *others = (results.median(r, key) for r in RELAYS)
         lines.append(
-            f"{label:44} {cell(d):>8} {cell(s):>8} {versus(s, d, kind):>7} {cell(w):>8} {versus(w, d, kind):>7}"
+            f"{label:44} {cell(d):>8}" + "".join(f" {cell(v):>8} {versus(v, d, kind):>7}" for v in others)
         )
     lines.append("-" * len(head))
     lines.append(f"{'screen model + detect (CPU ms per MB)':44} {costs['screen_ms_per_mb']:>8.1f}")
@@ -450,7 +458,14 @@ def goals(results: Results) -> list[str]:
             rss_after < 80 and rss_after - get("waaah", "rss_at_100mb") < 10,
         ),
     ]
-    return [f"[{'met ' if ok else 'MISS'}] {text}" for text, ok in checks]
+    report = [f"[{'met ' if ok else 'MISS'}] {text}" for text, ok in checks]
+    bare = get("python", "mb_per_s")
+    report.append(
+        f"[info] the bare Python relay: {bare:.1f} MB/s, {bare / get('script', 'mb_per_s'):.2f}x script's; "
+        f"waaah {get('waaah', 'mb_per_s') / bare:.2f}x the bare relay's, "
+        f"{get('waaah', 'cpu_s_per_100mb') - get('python', 'cpu_s_per_100mb'):.2f} CPU s per 100 MB more"
+    )
+    return report
 
 
 def machine() -> dict[str, Any]:
@@ -501,6 +516,35 @@ def save(results: Results, costs: Sample, report: str, info: dict[str, Any]) -> 
     return path
 
 
+# -- the bare Python relay ---------------------------------------------------------------------------
+def bare_relay(argv: list[str]) -> int:
+    """Relay ``argv`` in a PTY with nothing else: select, read, write, both ways (raw mode).
+
+    No logs, no screen model, no timers, no queues: the floor for a relay in Python.
+    """
+    import termios
+    import tty
+
+    proc = PtyProcess.spawn(argv, dimensions=(ROWS, COLS))
+    saved = termios.tcgetattr(0)
+    tty.setraw(0, termios.TCSANOW)
+    try:
+        while True:
+            ready, _, _ = select.select([proc.fd, 0], [], [])
+            if 0 in ready:
+                os.write(proc.fd, os.read(0, 65536))
+            if proc.fd in ready:
+                try:
+                    data = os.read(proc.fd, 65536)
+                except OSError:  # EIO: the child closed its terminal
+                    break
+                os.write(1, data)
+    finally:
+        termios.tcsetattr(0, termios.TCSANOW, saved)
+    proc.wait()
+    return proc.exitstatus or 0
+
+
 def preflight() -> None:
     for tool, hint in (("script", "install util-linux"), ("git", "install git")):
         if shutil.which(tool) is None:
@@ -510,6 +554,8 @@ def preflight() -> None:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--bare-relay"]:
+        return bare_relay(sys.argv[2:])
     started = time.monotonic()
     try:
         preflight()
