@@ -271,15 +271,13 @@ class SessionLogs:
             f.flush()
         self._report_losses()
 
-    def _report_losses(self, final: bool = False) -> bool:
+    def _report_losses(self, final: bool = False) -> None:
         """The text log says what a file misses, once it is written again (or at the end)."""
-        said = False
         for f in (self._text, self._cast):
             if f.lost and (final or f.failing is None):
-                lost, f.lost, said = f.lost, 0, True
+                lost, f.lost = f.lost, 0
                 why = f": {f.failing}" if f.failing else ""
                 self.notice(f"{lost} bytes could not be written to {f.path.name}{why}")
-        return said
 
     def close(self) -> None:
         self._cast_out(time.monotonic(), b"", final=True)
