@@ -28,7 +28,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import termios
 import time
+import tty
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -522,9 +524,6 @@ def bare_relay(argv: list[str]) -> int:
 
     No logs, no screen model, no timers, no queues: the floor for a relay in Python.
     """
-    import termios
-    import tty
-
     proc = PtyProcess.spawn(argv, dimensions=(ROWS, COLS))
     saved = termios.tcgetattr(0)
     tty.setraw(0, termios.TCSANOW)

@@ -132,9 +132,7 @@ def test_a_log_on_a_full_disk_keeps_whole_lines_and_resumes(tmp_path):
     f.write(b'[1001, "o", "again"]\n')
     f.close()
     assert f.failing is None
-    assert path.read_bytes().endswith(
-        b'"x"]\n'.replace(b'"x"', b'"' + b"x" * 1000 + b'"') + b'[1001, "o", "again"]\n'
-    )
+    assert path.read_bytes().endswith(b'"' + b"x" * 1000 + b'"]\n[1001, "o", "again"]\n')
 
 
 def test_session_logs_write_text_and_cast(tmp_path):

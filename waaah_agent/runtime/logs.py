@@ -8,6 +8,7 @@ A disk that fills up anyway costs log lines, never the session: see ``RollingFil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -102,11 +103,9 @@ class RollingFile:
 
     def _fail(self, err: OSError) -> None:
         fh, self._fh = self._fh, None
-        try:
-            if fh is not None:
+        if fh is not None:
+            with contextlib.suppress(OSError):
                 fh.close()  # closes the file even when the flush of its buffer fails
-        except OSError:
-            pass
         try:
             cut_to_last_line(self.path)  # valid as it stands, even if nothing more is written
             kept = self.path.stat().st_size

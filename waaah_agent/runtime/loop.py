@@ -174,7 +174,7 @@ class Supervisor:
                 self.resume_limit()
                 self._check_child()  # it may have died before the handlers were in place
                 while self.outcome is None:
-                    self._iterate(sel)
+                    self._iterate(interest)
             finally:
                 sel.close()
                 self.interest = None
@@ -183,16 +183,15 @@ class Supervisor:
                     self.term.close()
         return self.outcome
 
-    def _iterate(self, sel: selectors.BaseSelector) -> None:
-        assert self.interest is not None
+    def _iterate(self, interest: Interest) -> None:
         term = self.term
         pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
         if term is None or term.pending < TERMINAL_HIGH_WATER:
             pty_events |= selectors.EVENT_READ
-        self.interest.want(self.child.fd, pty_events, self._on_pty)
+        interest.want(self.child.fd, pty_events, self._on_pty)
         if term is not None:
-            self.interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
-        for key, mask in sel.select(self.timers.timeout(self.clock())):
+            interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
+        for key, mask in interest.sel.select(self.timers.timeout(self.clock())):
             key.data(mask)
             if self.outcome is not None:
                 return

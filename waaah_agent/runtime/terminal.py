@@ -72,16 +72,8 @@ class TerminalOut:
 
     def write(self, data: bytes) -> None:
         """Write ``data`` now as far as the terminal takes it; queue the rest, in order."""
-        if self._queue:
-            self._queue.add(data)
-            self.flush()
-            return
-        try:
-            sent = os.write(self.fd, data)
-        except BlockingIOError:
-            sent = 0
-        if sent < len(data):
-            self._queue.add(data[sent:])
+        self._queue.add(data)
+        self.flush()
 
     def flush(self) -> None:
         """Write what the terminal takes now. Raises OSError if the terminal is gone."""
