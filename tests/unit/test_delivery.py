@@ -9,26 +9,26 @@ BUSY = Observation(ready=False, busy=True, input_empty=False)
 
 def test_paste_then_enter_after_the_delay_then_confirmed_by_busy():
     d = Delivery("workflow", "line one\nline two", enter_delay=0.5)
-    assert d.step(10.0, READY_EMPTY) == [PASTE_START + b"line one\nline two" + PASTE_END]
-    assert d.step(10.2, READY_DRAFT) == []  # too early for Enter
-    assert d.step(10.5, READY_DRAFT) == [ENTER]
-    assert d.step(10.6, BUSY) == []
+    assert d.step(10.0, READY_EMPTY).writes == [PASTE_START + b"line one\nline two" + PASTE_END]
+    assert d.step(10.2, READY_DRAFT).writes == []  # too early for Enter
+    assert d.step(10.5, READY_DRAFT).writes == [ENTER]
+    assert d.step(10.6, BUSY).writes == []
     assert d.phase is Phase.CONFIRMED and d.done
 
 
 def test_never_types_over_a_human_draft_or_into_a_busy_agent():
     d = Delivery("continue", "go on")
-    assert d.step(0.0, READY_DRAFT) == []
-    assert d.step(1.0, BUSY) == []
+    assert d.step(0.0, READY_DRAFT).writes == []
+    assert d.step(1.0, BUSY).writes == []
     assert d.phase is Phase.WAITING
 
 
 def test_enter_is_resent_at_most_three_times_and_the_text_never_twice():
     d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=1.0)
-    writes = d.step(0.0, READY_EMPTY)
+    writes = d.step(0.0, READY_EMPTY).writes
     t = 0.2
     for _ in range(20):
-        writes += d.step(t, READY_DRAFT)
+        writes += d.step(t, READY_DRAFT).writes
         t += 0.5
     assert writes.count(ENTER) == 4  # the first Enter and three re-sends
     assert sum(w.startswith(PASTE_START) for w in writes) == 1
@@ -39,14 +39,14 @@ def test_an_empty_input_box_after_enter_confirms():
     d = Delivery("workflow", "x", enter_delay=0.2)
     d.step(0.0, READY_EMPTY)
     d.step(0.3, READY_DRAFT)
-    assert d.step(0.4, READY_EMPTY) == [] and d.phase is Phase.CONFIRMED
+    assert d.step(0.4, READY_EMPTY).writes == [] and d.phase is Phase.CONFIRMED
 
 
 def test_a_paste_that_never_shows_up_fails_without_pressing_enter():
     d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
     d.step(0.0, READY_EMPTY)
-    assert d.step(1.0, READY_EMPTY) == []
-    assert d.step(2.5, READY_EMPTY) == []
+    assert d.step(1.0, READY_EMPTY).writes == []
+    assert d.step(2.5, READY_EMPTY).writes == []
     assert d.phase is Phase.FAILED
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from waaah_agent import adapters
-from waaah_agent.core.detect import Evidence, detect
+from waaah_agent.core.detect import Evidence, detect, read
 from waaah_agent.core.screen import Screen
 
 SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens"
@@ -51,7 +51,7 @@ def test_recorded_screen_is_classified(folder, state):
     want, empty = OVERRIDES.get((folder.split("-")[0], state), EXPECTED[state])
     assert label == want, evidence
     if empty is not None:
-        assert adapter.input_is_empty(view) is empty
+        assert read(adapter.rules, view).input_empty is empty
     assert screen.errors == 0
 
 

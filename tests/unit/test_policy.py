@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from waaah_agent.core.backoff import BackoffConfig, Restarts
+from waaah_agent.core.detect import AgentState
 from waaah_agent.core.policy import Now, Nudger, PolicyConfig, StallWatch, fingerprint
 
 
@@ -50,7 +51,7 @@ def test_budget_per_window_then_give_up_then_allowed_again_later():
 def ready(t: float, **kw: object) -> Now:
     base = Now(
         time=t,
-        state="ready",
+        state=AgentState.READY,
         input_empty=True,
         wait_in_flight=False,
         last_activity=t,
@@ -89,11 +90,11 @@ def test_never_types_when_it_must_not():
     n = Nudger(PolicyConfig(settle=0))
     n.turn_ended(0)
     t = 1000.0
-    assert n.decide(ready(t, last_activity=0, state="busy")) is None
+    assert n.decide(ready(t, last_activity=0, state=AgentState.BUSY)) is None
     assert n.decide(ready(t, last_activity=0, input_empty=False)) is None  # a human's draft
     assert n.decide(ready(t, last_activity=0, wait_in_flight=True)) is None
     assert n.decide(ready(t, last_activity=0, last_user_input=t - 5)) is None
-    assert n.decide(ready(t, last_activity=0, state="dialog")) is None  # never answer y/n
+    assert n.decide(ready(t, last_activity=0, state=AgentState.DIALOG)) is None  # never answer y/n
     assert n.decide(ready(t, last_activity=0, workflow_delivered=False)) is None
     assert n.decide(ready(t, last_activity=0, delivering=True)) is None
 

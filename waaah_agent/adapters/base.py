@@ -13,11 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from waaah_agent.core import detect
 from waaah_agent.core.detect import ScreenRules
 
 __all__ = ["HEADLESS_ONLY_RULES", "Adapter", "Headless", "ScreenRules"]
-from waaah_agent.core.screen import ScreenView
 
 
 @dataclass(frozen=True)
@@ -82,13 +80,3 @@ class Adapter:
     def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:
         args = self.resume_args(session_id) if resume else self.fresh_args(session_id)
         return [binary, *args, *extra]
-
-    # Screen questions, answered by the pure detector with this CLI's rules.
-    def is_busy(self, view: ScreenView) -> bool:
-        return detect.is_busy(self.rules, view)
-
-    def input_is_empty(self, view: ScreenView) -> bool:
-        return detect.input_is_empty(self.rules, view)
-
-    def shows_limit(self, view: ScreenView) -> re.Match[str] | None:
-        return detect.find(self.rules.limit, detect.dialog_region(self.rules, view))

@@ -7,8 +7,9 @@ number of times, when nothing shows that the prompt was taken.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
@@ -32,6 +33,13 @@ class Observation:
     input_empty: bool
 
 
+class Step(NamedTuple):
+    """What one step does: bytes to write to the agent now, and a note when the phase moved."""
+
+    writes: list[bytes]
+    note: str | None = None
+
+
 @dataclass
 class Delivery:
     kind: str  # "workflow", "continue", "heartbeat", ...
@@ -43,7 +51,6 @@ class Delivery:
     phase: Phase = Phase.WAITING
     since: float = 0.0
     enters: int = 0
-    log: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -54,20 +61,20 @@ class Delivery:
         body = self.text.replace("\x1b[201~", "").encode("utf-8")
         return PASTE_START + body + PASTE_END
 
-    def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> list[bytes]:
-        """Advance with the current observation; return what to write to the agent now."""
+    def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> Step:
+        """Advance with the current observation: what to write to the agent now, and why."""
         if self.phase is Phase.WAITING:
             if seen.ready and seen.input_empty:
                 return self._go(Phase.PASTED, now, "pasted", [self.payload()])
-            return []
+            return Step([])
         if self.phase is Phase.PASTED:
             if now - self.since < self.enter_delay:
-                return []
+                return Step([])
             if seen.input_empty:
                 # The paste has not shown up in the input box (yet): an Enter now would
                 # submit nothing and look like success.
                 if now - self.since < self.paste_timeout:
-                    return []
+                    return Step([])
                 return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
             self.enters = 1
             return self._go(Phase.ENTERED, now, "enter", [ENTER])
@@ -75,12 +82,12 @@ class Delivery:
             if confirmed_by_hook or seen.busy or seen.input_empty:
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
             if now - self.since < self.confirm_timeout:
-                return []
+                return Step([])
             if self.enters > self.max_enter_retries:
                 return self._go(Phase.FAILED, now, "not confirmed", [])
             self.enters += 1
             return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
-        return []
+        return Step([])
 
     def next_deadline(self, now: float) -> float | None:
         """When ``step`` should run again even if the screen does not change."""
@@ -90,7 +97,6 @@ class Delivery:
             return self.since + self.confirm_timeout
         return None
 
-    def _go(self, phase: Phase, now: float, note: str, out: list[bytes]) -> list[bytes]:
+    def _go(self, phase: Phase, now: float, note: str, out: list[bytes]) -> Step:
         self.phase, self.since = phase, now
-        self.log.append(note)
-        return out
+        return Step(out, note)

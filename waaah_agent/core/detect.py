@@ -12,10 +12,28 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 
 from waaah_agent.core.screen import ScreenView
 
-STATES = ("starting", "ready", "busy", "tool", "dialog", "login", "limited", "exiting", "exited")
+_VOLATILE = re.compile(r"[\u2800-\u28ff·✢✳✶✻✽✦◐◑◒◓⊶⊷]|\d+")
+
+
+class AgentState(str, Enum):
+    """What the agent is doing, as far as the evidence tells."""
+
+    STARTING = "starting"
+    READY = "ready"  # at its input prompt, not working (the box may hold a draft)
+    BUSY = "busy"
+    TOOL = "tool"  # a wait_for_prompt call in flight (MCP tap)
+    DIALOG = "dialog"
+    LOGIN = "login"
+    LIMITED = "limited"
+    EXITING = "exiting"
+    EXITED = "exited"
+
+
+STATES = tuple(s.value for s in AgentState)
 
 
 @dataclass(frozen=True)
@@ -61,41 +79,91 @@ def find(pattern: re.Pattern[str] | None, text: str) -> re.Match[str] | None:
     return pattern.search(text) if pattern is not None else None
 
 
-def is_busy(rules: ScreenRules, view: ScreenView) -> bool:
+def fingerprint(screen_text: str) -> str:
+    """The screen with spinners and counters removed: equal while nothing really changes."""
+    return _VOLATILE.sub("", screen_text)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Everything the screen says, read once through one CLI's rules (bounded regions only).
+
+    Each ``str | None`` field is the text that matched (the evidence), None when nothing did.
+    """
+
+    login: str | None = None
+    exiting: str | None = None
+    limit: str | None = None  # the whole screen line holding a usage-limit banner
+    busy: str | None = None
+    dialog: str | None = None
+    input_ready: bool = False  # the input prompt is drawn
+    input_empty: bool = False
+    title: str = ""
+    fingerprint: str = ""  # the screen minus spinners and counters: equal while nothing changes
+
+    @property
+    def ready(self) -> bool:
+        """At the input prompt and not working (the input box may hold a draft)."""
+        return self.input_ready and self.busy is None and self.dialog is None
+
+
+def read(rules: ScreenRules, view: ScreenView) -> Reading:
+    """One pass of every rule over its region of ``view``."""
+    bottom, tall = region(rules, view), dialog_region(rules, view)
+    busy: str | None = None
     if find(rules.title_busy, view.title):
-        return True
-    return bool(rules.busy.search(region(rules, view)))
+        busy = f"title {view.title!r}"
+    elif rules.busy.search(bottom):
+        busy = f"title {view.title!r}" if view.title else "screen: busy marker"
+    limit = find(rules.limit, tall)
+    return Reading(
+        login=_said(find(rules.login, tall)),
+        exiting=_said(find(rules.exited, tall)),
+        limit=_line_of(view, limit.group(0)) if limit else None,
+        busy=busy,
+        dialog=_said(find(rules.dialog, tall)),
+        input_ready=bool(rules.input_ready.search(bottom)),
+        input_empty=bool(rules.input_empty.search(bottom)),
+        title=view.title,
+        fingerprint=fingerprint(view.text()),
+    )
 
 
-def is_ready(rules: ScreenRules, view: ScreenView) -> bool:
-    """At the input prompt and not working (the input box may hold a draft)."""
-    if is_busy(rules, view) or find(rules.dialog, dialog_region(rules, view)):
-        return False
-    return bool(rules.input_ready.search(region(rules, view)))
-
-
-def input_is_empty(rules: ScreenRules, view: ScreenView) -> bool:
-    return bool(rules.input_empty.search(region(rules, view)))
+def classify(reading: Reading, evidence: Evidence = Evidence()) -> tuple[AgentState, str]:
+    """The state, strongest evidence first, with the evidence that decided it."""
+    if not evidence.alive:
+        return AgentState.EXITED, "process: the CLI is gone"
+    if reading.login is not None:
+        return AgentState.LOGIN, f"screen: {reading.login!r}"
+    if reading.exiting is not None:
+        return AgentState.EXITING, f"screen: {reading.exiting!r}"
+    if evidence.limits and reading.limit is not None:  # gemini's limit dialog: under a busy title
+        return AgentState.LIMITED, f"screen: {reading.limit!r}"
+    if evidence.wait_in_flight:
+        return AgentState.TOOL, "MCP tap: wait_for_prompt in flight"
+    if reading.busy is not None:
+        return AgentState.BUSY, reading.busy
+    if reading.dialog is not None:
+        return AgentState.DIALOG, f"screen: {reading.dialog!r}"
+    if reading.ready:
+        box = "empty" if reading.input_empty else "with a draft"
+        return AgentState.READY, f"screen: input prompt, {box} (title {reading.title!r})"
+    return AgentState.STARTING, "no input prompt yet"
 
 
 def detect(rules: ScreenRules, view: ScreenView, evidence: Evidence = Evidence()) -> tuple[str, str]:
     """One of ``STATES``, with the evidence that decided it."""
-    if not evidence.alive:
-        return "exited", "process: the CLI is gone"
-    tall = dialog_region(rules, view)
-    if m := find(rules.login, tall):
-        return "login", f"screen: {m.group(0)!r}"
-    if m := find(rules.exited, tall):
-        return "exiting", f"screen: {m.group(0)!r}"
-    if evidence.limits and (m := find(rules.limit, tall)):  # gemini's limit dialog: under a busy title
-        return "limited", f"screen: {m.group(0)!r}"
-    if evidence.wait_in_flight:
-        return "tool", "MCP tap: wait_for_prompt in flight"
-    if is_busy(rules, view):
-        return "busy", f"title {view.title!r}" if view.title else "screen: busy marker"
-    if m := find(rules.dialog, tall):
-        return "dialog", f"screen: {m.group(0)!r}"
-    if is_ready(rules, view):
-        box = "empty" if input_is_empty(rules, view) else "with a draft"
-        return "ready", f"screen: input prompt, {box} (title {view.title!r})"
-    return "starting", "no input prompt yet"
+    state, why = classify(read(rules, view), evidence)
+    return state.value, why
+
+
+def _said(match: re.Match[str] | None) -> str | None:
+    return match.group(0) if match else None
+
+
+def _line_of(view: ScreenView, fragment: str) -> str:
+    """The whole screen line holding ``fragment`` (a banner's reset time may follow it)."""
+    for line in view.lines:
+        if fragment[:40] in line:
+            return line.strip(" │")
+    return fragment

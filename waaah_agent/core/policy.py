@@ -8,8 +8,22 @@ keeps ending its turn is not flooded; a wait_for_prompt call resets that.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from enum import Enum
+
+from waaah_agent.core.detect import AgentState, fingerprint
+
+__all__ = [
+    "CONTINUE_PROMPT",
+    "HEARTBEAT_PROMPT",
+    "Now",
+    "NudgeKind",
+    "Nudger",
+    "PolicyConfig",
+    "StallVerdict",
+    "StallWatch",
+    "fingerprint",
+]
 
 CONTINUE_PROMPT = (
     "Continue the WAAAH workflow loop: call the waaah tool wait_for_prompt now (timeout 290) and keep "
@@ -20,7 +34,15 @@ HEARTBEAT_PROMPT = (
     "wait_for_prompt, call it now and keep looping."
 )
 
-_VOLATILE = re.compile(r"[\u2800-\u28ff·✢✳✶✻✽✦◐◑◒◓⊶⊷]|\d+")
+
+class NudgeKind(str, Enum):
+    CONTINUE = "continue"  # the turn ended outside wait_for_prompt
+    HEARTBEAT = "heartbeat"  # idle at the prompt for too long
+
+
+class StallVerdict(str, Enum):
+    ESC = "esc"  # busy with nothing changing for too long: interrupt
+    RESTART = "restart"  # still stuck after Esc
 
 
 @dataclass(frozen=True)
@@ -39,7 +61,7 @@ class Now:
     """What the loop knows at one moment."""
 
     time: float
-    state: str  # "ready", "busy", "dialog", "login", "limited", "starting", "exiting"
+    state: AgentState
     input_empty: bool
     wait_in_flight: bool  # a wait_for_prompt call is running (MCP tap)
     last_activity: float  # last output from the agent or input from the user
@@ -64,23 +86,22 @@ class Nudger:
     def turn_ended(self, now: float) -> None:
         self.last_turn_end = now
 
-    def decide(self, now: Now) -> str | None:
-        """``"continue"``, ``"heartbeat"`` or None."""
+    def decide(self, now: Now) -> NudgeKind | None:
         cfg = self.config
         if not now.workflow_delivered or now.delivering or now.wait_in_flight:
             return None
-        if now.state != "ready" or not now.input_empty:
+        if now.state is not AgentState.READY or not now.input_empty:
             return None  # busy, a dialog, or a human's draft in the box: never type
         if now.last_user_input is not None and now.time - now.last_user_input < cfg.human_grace:
             return None
         since_nudge = now.time - self.last_nudge if self.last_nudge is not None else None
         idle = now.time - now.last_activity
         if idle >= cfg.heartbeat and (since_nudge is None or since_nudge >= max(cfg.heartbeat, self.gap)):
-            return self._nudge(now.time, "heartbeat")
+            return self._nudge(now.time, NudgeKind.HEARTBEAT)
         ended = self.last_turn_end
         turn_fresh = ended is not None and (self.last_nudge is None or ended > self.last_nudge)
         if turn_fresh and idle >= cfg.settle and (since_nudge is None or since_nudge >= self.gap):
-            return self._nudge(now.time, "continue")
+            return self._nudge(now.time, NudgeKind.CONTINUE)
         return None
 
     def next_check(self, now: Now) -> float:
@@ -101,16 +122,11 @@ class Nudger:
             due = max(due, self.last_nudge + max(self.config.heartbeat, self.gap))
         return due
 
-    def _nudge(self, now: float, kind: str) -> str:
+    def _nudge(self, now: float, kind: NudgeKind) -> NudgeKind:
         if self.last_nudge is not None:  # the previous nudge did not bring a wait_for_prompt
             self.gap = min(self.config.continue_gap_max, self.gap * 2)
         self.last_nudge = now
         return kind
-
-
-def fingerprint(screen_text: str) -> str:
-    """The screen with spinners and counters removed: equal while nothing really changes."""
-    return _VOLATILE.sub("", screen_text)
 
 
 class StallWatch:
@@ -122,8 +138,7 @@ class StallWatch:
         self._since = 0.0
         self._esc_at: float | None = None
 
-    def observe(self, now: float, busy: bool, screen_text: str, wait_in_flight: bool) -> str | None:
-        """``"esc"``, ``"restart"`` or None."""
+    def observe(self, now: float, busy: bool, screen_text: str, wait_in_flight: bool) -> StallVerdict | None:
         current = fingerprint(screen_text)
         if not busy or wait_in_flight or current != self._print:
             # A long poll legitimately sits still; so does an idle agent.
@@ -132,9 +147,9 @@ class StallWatch:
         if self._esc_at is None:
             if now - self._since >= self.config.stall_timeout:
                 self._esc_at = now
-                return "esc"
+                return StallVerdict.ESC
             return None
         if now - self._esc_at >= self.config.stall_grace:
             self._print, self._since, self._esc_at = current, now, None
-            return "restart"
+            return StallVerdict.RESTART
         return None

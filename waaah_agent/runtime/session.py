@@ -24,8 +24,16 @@ from pathlib import Path
 from waaah_agent import adapters
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import BackoffConfig, RestartDecision, Restarts
-from waaah_agent.core.delivery import Delivery
-from waaah_agent.core.policy import CONTINUE_PROMPT, PolicyConfig
+from waaah_agent.core.events import Outcome, StopReason
+from waaah_agent.core.lifecycle import (
+    FirstPrompt,
+    SessionStatus,
+    final_status,
+    first_prompt,
+    restart_decision,
+)
+from waaah_agent.core.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.tokens import UsageCounter
 from waaah_agent.errors import (
@@ -41,8 +49,9 @@ from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
-from waaah_agent.runtime.loop import LoopConfig, Outcome, Supervisor, wait_interruptibly
+from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
+from waaah_agent.runtime.signals import wait_interruptibly
 from waaah_agent.runtime.store import (
     CorruptSession,
     SessionDir,
@@ -52,6 +61,7 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
+from waaah_agent.runtime.transcripts import holds_prompt
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow, git_init, git_root
 
@@ -278,17 +288,16 @@ def supervise(
             while True:
                 restarts.on_start(time.monotonic())
                 outcome = run.once(resumed, redactor)
-                decision = restart_decision(outcome, restarts)
+                decision = restart_decision(outcome, restarts, time.monotonic(), random.random())
                 if decision is None:
                     break
                 if not decision.restart:
-                    outcome = Outcome("gave-up", outcome.status, decision.reason)
+                    outcome = Outcome(StopReason.GAVE_UP, outcome.status, decision.reason)
                     break
                 interrupted = announce_and_wait(adapter, outcome, decision, state, session, logs, console)
                 if interrupted:
-                    outcome = Outcome(
-                        "user" if interrupted == "Ctrl+C" else "signal", outcome.status, interrupted
-                    )
+                    why = StopReason.USER if interrupted == "Ctrl+C" else StopReason.SIGNAL
+                    outcome = Outcome(why, outcome.status, interrupted)
                     break
                 resumed = True
     finally:
@@ -325,13 +334,10 @@ class Run:
         hooks = mcp_setup.claude_hook_args(self.session.path) if adapter.name == "claude" else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
-        if native and state.workflow_delivered:
-            first = Delivery("continue", CONTINUE_PROMPT, enter_delay=adapter.enter_delay)
-        else:
-            first = Delivery("workflow", self.workflow.text, enter_delay=adapter.enter_delay)
+        first = self.first_prompt(native)
         child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
         state.argv = [redactor(a) for a in argv]
-        state.status, state.exit_code = "running", None
+        state.status, state.exit_code = SessionStatus.RUNNING.value, None
         state.log_path, state.cast_path = str(self.logs.text_path), str(self.logs.cast_path)
         state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
         self.session.save(state)
@@ -341,17 +347,25 @@ class Run:
             self.console.say(
                 f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {self.logs.text_path}"
             )
-        cfg = LoopConfig(
-            adapter=adapter,
-            interactive=self.console.interactive,
-            initial_prompt=first,
-            stop_grace=self.opts.stop_grace,
-            policy=self.opts.policy,
-            limit_margin=self.opts.limit_margin,
-            limit_default=self.opts.limit_default,
+        machine = Machine(
+            MachineConfig(
+                agent=adapter.name,
+                interactive=self.console.interactive,
+                enter_delay=adapter.enter_delay,
+                limit_resume_keys=adapter.limit_resume_keys,
+                login_hint=adapter.login_hint or adapter.binary,
+                stop_grace=self.opts.stop_grace,
+                policy=self.opts.policy,
+                limit_margin=self.opts.limit_margin,
+                limit_default=self.opts.limit_default,
+            ),
+            first.delivery,
+            Saved(state.workflow_delivered, state.limit_until, state.next_heartbeat),
+            time.monotonic(),
         )
         sup = Supervisor(
-            cfg,
+            LoopConfig(rules=adapter.rules, interactive=self.console.interactive),
+            machine,
             child,
             self.session,
             state,
@@ -369,6 +383,28 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.update_tokens()
+
+    def first_prompt(self, native: bool) -> FirstPrompt:
+        """The workflow, or the continue prompt when the resumed conversation already has it."""
+        state, adapter = self.state, self.adapter
+        pending = native and state.workflow_pending and not state.workflow_delivered
+        path = (
+            adapter.transcript(self.env, Path(state.workspace), state.native_session_id) if pending else None
+        )
+        first = first_prompt(
+            self.workflow.text,
+            adapter.enter_delay,
+            native_resume=native,
+            workflow_delivered=state.workflow_delivered,
+            workflow_pending=state.workflow_pending,
+            transcript_has_workflow=holds_prompt(path, self.workflow.text) if path else None,
+        )
+        if pending:
+            self.session.event("workflow-settled", delivered=first.settled, why=first.why)
+        if first.settled:
+            state.workflow_delivered, state.workflow_pending = True, False
+            self.session.save(state)
+        return first
 
     def update_tokens(self) -> None:
         """Token totals from the CLI's own transcript (never from the screen)."""
@@ -400,14 +436,6 @@ def tokens_line(tokens: dict[str, int]) -> str:
     return f"input {tokens.get('input', 0):,}, output {tokens.get('output', 0):,}, cached {tokens.get('cached', 0):,}"
 
 
-def restart_decision(outcome: Outcome, restarts: Restarts) -> RestartDecision | None:
-    """None when the run ended for good; else whether (and when) to start the agent again."""
-    crashed = outcome.reason == "agent-exit" and (outcome.status is None or not outcome.status.ok)
-    if not crashed and outcome.reason not in ("stalled", "restart"):
-        return None  # a clean exit (the user's own /quit), a stop, a login, an eviction
-    return restarts.on_exit(time.monotonic(), random.random())
-
-
 def announce_and_wait(
     adapter: Adapter,
     outcome: Outcome,
@@ -420,7 +448,7 @@ def announce_and_wait(
     """Record the restart, say so, and wait out the backoff; return why the wait was cut short."""
     why = outcome.detail or (outcome.status.describe() if outcome.status else "it vanished")
     state.restarts += 1
-    state.status = "restarting"
+    state.status = SessionStatus.RESTARTING.value
     session.save(state)
     session.event("restart", after=why, delay=round(decision.delay, 2), reason=decision.reason)
     message = f"{adapter.name} stopped ({why}); restarting in {decision.delay:.1f}s ({decision.reason})"
@@ -441,19 +469,10 @@ def finish(
     status = outcome.status
     state.exit_code = status.code if status else None
     resume_cmd = resume_command(state)
-    if outcome.reason == "login":
-        state.status = "login-required"
-    elif outcome.reason == "gave-up":
-        state.status = "failed"
-    elif outcome.reason == "evict":
-        state.status = "evicted"
-    elif outcome.reason == "agent-exit":
-        state.status = "exited"
-    else:
-        state.status = "stopped"
+    state.status = final_status(outcome.reason).value
     session.save(state)
     session.event(
-        "end", reason=outcome.reason, detail=outcome.detail, exit=status.describe() if status else None
+        "end", reason=outcome.reason.value, detail=outcome.detail, exit=status.describe() if status else None
     )
     if console.interactive:
         console.say("")  # after the state is safe: our lines start below the agent's screen
@@ -461,15 +480,15 @@ def finish(
         console.say(
             f"Tokens this session: {tokens_line(state.tokens)} (from {adapter.name}'s own transcript)"
         )
-    if outcome.reason == "login":
+    if outcome.reason is StopReason.LOGIN:
         raise LoginRequired(outcome.detail)
-    if outcome.reason == "gave-up":
+    if outcome.reason is StopReason.GAVE_UP:
         how = outcome.status.describe() if outcome.status else "an unknown status"
         raise RestartBudgetExhausted(
             f"{adapter.name} keeps stopping (last: {how}); {outcome.detail}. "
             f"See {state.log_path}. Session {state.id} saved. Resume with: {resume_cmd}"
         )
-    if outcome.reason == "agent-exit":
+    if outcome.reason is StopReason.AGENT_EXIT:
         how = status.describe() if status else "an unknown status"
         if status is None or not status.ok:
             raise AgentFailed(

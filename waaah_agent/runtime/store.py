@@ -46,6 +46,7 @@ class SessionState:
     exit_code: int | None = None
     restarts: int = 0
     workflow_delivered: bool = False
+    workflow_pending: bool = False  # typed, not confirmed yet: settled from the transcript on resume
     limit_until: str = ""  # ISO time a usage limit resets; kept so a new supervisor waits too
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})

@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import select
 import struct
 import termios
+import time
 import tty
 from collections.abc import Iterator
 
+from waaah_agent.runtime.signals import stop_signal_in
 from waaah_agent.runtime.writeq import WriteQueue
 
 DEFAULT_SIZE = (120, 40)  # cols, rows when there is no terminal to copy
@@ -78,6 +81,28 @@ class TerminalOut:
     def flush(self) -> None:
         """Write what the terminal takes now. Raises OSError if the terminal is gone."""
         self._queue.write_to(self.fd)
+
+    def drain(self, wake_fd: int, stalled_after: float = 1.0) -> None:
+        """At the end, let the terminal take what is queued (the agent's last words) at its pace.
+
+        A terminal that takes nothing for ``stalled_after`` seconds (paused, gone) is given up
+        on; so is the rest when a stop signal arrives on ``wake_fd`` meanwhile.
+        """
+        give_up = time.monotonic() + stalled_after
+        while self.pending:
+            before = self.pending
+            try:
+                self.flush()
+            except OSError:
+                return
+            now = time.monotonic()
+            if self.pending < before:
+                give_up = now + stalled_after
+            if not self.pending or now >= give_up:
+                return
+            ready, _, _ = select.select([wake_fd], [self.fd], [], give_up - now)
+            if wake_fd in ready and stop_signal_in(os.read(wake_fd, 512)):
+                return
 
     def close(self) -> None:
         if self._owned:

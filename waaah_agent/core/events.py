@@ -1,0 +1,241 @@
+"""The vocabulary of the supervisor machine: the events it is fed and the actions it returns.
+
+Plain frozen values, so a test can script a whole night as a list of events and compare the
+actions with ``==``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Protocol
+
+from waaah_agent.core.detect import Reading
+
+CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
+
+
+class StopReason(str, Enum):
+    """Why a run of the agent ended."""
+
+    AGENT_EXIT = "agent-exit"  # the agent exited on its own
+    USER = "user"  # save and exit from the Ctrl+C menu
+    SIGNAL = "signal"  # SIGTERM, SIGHUP, SIGINT
+    LOGIN = "login"
+    TERMINAL_CLOSED = "terminal-closed"
+    STALLED = "stalled"  # still stuck after Esc: restart
+    RESTART = "restart"  # EVICT RESTART from the server
+    EVICT = "evict"  # EVICT SHUTDOWN
+    GAVE_UP = "gave-up"  # the restart budget is spent
+
+
+class Due(Enum):
+    """The machine's own deadlines (the shell's relay timers are its own business)."""
+
+    STALL = "stall"
+    LIMIT = "limit"
+    MENU = "menu"
+    KILL = "kill"
+
+
+class ExitInfo(Protocol):
+    """How the child process ended (``runtime.child.ExitStatus``)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def code(self) -> int | None: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run of the agent ended."""
+
+    reason: StopReason
+    status: ExitInfo | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Instant:
+    """The time an event happened: monotonic seconds for deadlines, the wall clock for people."""
+
+    mono: float
+    wall: datetime  # timezone-aware
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Began:
+    """The run started (the child is spawned, the loop is about to wait)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A fresh reading of the screen; ``last_output`` is when the agent last wrote anything."""
+
+    reading: Reading
+    last_output: float
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The user typed ``data``."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Tap:
+    """The MCP proxy reports a tool call starting or ending."""
+
+    event: str  # "tool_start" | "tool_end"
+    tool: str
+    call: tuple[object, object]  # (proxy pid, call id): one call
+    outcome: str | None = None  # "ok" | "error" | "task" | "idle" | "evict"
+    evict_action: str | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)  # for the record
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One of the CLI's own hooks fired (claude: UserPromptSubmit, Stop, ...)."""
+
+    name: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed: deadlines at or before now are due."""
+
+
+@dataclass(frozen=True)
+class ChildExited:
+    """The agent process is gone (its last output already drained)."""
+
+    status: ExitInfo | None
+
+
+@dataclass(frozen=True)
+class StopAsked:
+    """A stop signal came, or the terminal went away."""
+
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class ServerChanged:
+    ok: bool
+    detail: str
+    url: str
+
+
+@dataclass(frozen=True)
+class AgentStatusChanged:
+    status: str | None  # the WAAAH server's WAITING / PROCESSING / OFFLINE ...
+
+
+@dataclass(frozen=True)
+class Resized:
+    cols: int
+    rows: int
+
+
+Event = (
+    Began
+    | Observed
+    | Keys
+    | Tap
+    | Hook
+    | Tick
+    | ChildExited
+    | StopAsked
+    | ServerChanged
+    | AgentStatusChanged
+    | Resized
+)
+
+# -- actions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Type:
+    """Write ``data`` to the agent (its PTY's write queue)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Look:
+    """Read the screen again no later than ``at`` (and feed the reading back)."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """A line for ``events.jsonl``."""
+
+    name: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the text log (never the agent's screen)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Say:
+    """A line for the user outside the agent's screen (headless: stdout)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Title:
+    """The terminal title (on a terminal)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Save:
+    """Persist these session.json fields now."""
+
+    changes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SignalAgent:
+    """Signal the agent's process group: SIGTERM, or SIGKILL when ``kill``."""
+
+    kill: bool = False
+
+
+@dataclass(frozen=True)
+class Menu:
+    """Show (``open``) or remove the Ctrl+C menu; on removal the agent's screen is repainted."""
+
+    open: bool
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The run is over."""
+
+    outcome: Outcome
+
+
+Action = Type | Look | Record | Notice | Say | Title | Save | SignalAgent | Menu | Finish
