@@ -68,12 +68,12 @@ class Delivery:
                 return self._go(Phase.PASTED, now, "pasted", [self.payload()])
             return Step([])
         if self.phase is Phase.PASTED:
-            if now - self.since < self.enter_delay:
+            if now < self.since + self.enter_delay:
                 return Step([])
             if seen.input_empty:
                 # The paste has not shown up in the input box (yet): an Enter now would
                 # submit nothing and look like success.
-                if now - self.since < self.paste_timeout:
+                if now < self.since + self.paste_timeout:
                     return Step([])
                 return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
             self.enters = 1
@@ -81,7 +81,7 @@ class Delivery:
         if self.phase is Phase.ENTERED:
             if confirmed_by_hook or seen.busy or seen.input_empty:
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
-            if now - self.since < self.confirm_timeout:
+            if now < self.since + self.confirm_timeout:
                 return Step([])
             if self.enters > self.max_enter_retries:
                 return self._go(Phase.FAILED, now, "not confirmed", [])

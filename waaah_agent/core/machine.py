@@ -230,11 +230,11 @@ class Machine:
     def _deliver(self, now: float, state: AgentState, reading: Reading) -> None:
         delivery = self.delivery
         assert delivery is not None
-        if delivery.phase is Phase.WAITING and now - self.last_output < self.cfg.settle:
+        if delivery.phase is Phase.WAITING and now < self.last_output + self.cfg.settle:
             self._look(self.last_output + self.cfg.settle)
             return
-        if delivery.phase is Phase.WAITING and self.stopping is not None:
-            return  # never start typing into an agent that is being stopped
+        if delivery.phase is Phase.WAITING and (self.stopping is not None or self.menu_open):
+            return  # never start typing into an agent being stopped, or while the user is in the menu
         seen = Observation(
             ready=state is AgentState.READY,
             busy=state in (AgentState.BUSY, AgentState.TOOL),
@@ -404,6 +404,8 @@ class Machine:
     # -- the MCP tap, hooks, the server ----------------------------------------------------
     def _tap(self, tap: Tap, now: float) -> None:
         self._record(f"mcp-{tap.event}", **tap.fields)
+        if self.stall is not None:
+            self.stall.saw_activity(now)
         if tap.tool == "wait_for_prompt":
             if tap.event == "tool_start":
                 self.waits_in_flight.add(tap.call)
@@ -419,6 +421,8 @@ class Machine:
     def _hook(self, hook: Hook, now: float) -> None:
         """The CLI's own hooks: the strongest evidence of a prompt taken and a turn ended."""
         self._record(f"hook-{hook.name}", **hook.fields)
+        if self.stall is not None:
+            self.stall.saw_activity(now)
         if hook.name == "UserPromptSubmit" and self.delivering:
             self.hook_confirmed = True
             self._look(now)

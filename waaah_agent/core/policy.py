@@ -92,16 +92,18 @@ class Nudger:
             return None
         if now.state is not AgentState.READY or not now.input_empty:
             return None  # busy, a dialog, or a human's draft in the box: never type
-        if now.last_user_input is not None and now.time - now.last_user_input < cfg.human_grace:
+        # Sums, never differences: the time next_check names is then exactly the time it is due.
+        t, last = now.time, self.last_nudge
+        if now.last_user_input is not None and t < now.last_user_input + cfg.human_grace:
             return None
-        since_nudge = now.time - self.last_nudge if self.last_nudge is not None else None
-        idle = now.time - now.last_activity
-        if idle >= cfg.heartbeat and (since_nudge is None or since_nudge >= max(cfg.heartbeat, self.gap)):
-            return self._nudge(now.time, NudgeKind.HEARTBEAT)
+        if t >= now.last_activity + cfg.heartbeat and (
+            last is None or t >= last + max(cfg.heartbeat, self.gap)
+        ):
+            return self._nudge(t, NudgeKind.HEARTBEAT)
         ended = self.last_turn_end
-        turn_fresh = ended is not None and (self.last_nudge is None or ended > self.last_nudge)
-        if turn_fresh and idle >= cfg.settle and (since_nudge is None or since_nudge >= self.gap):
-            return self._nudge(now.time, NudgeKind.CONTINUE)
+        turn_fresh = ended is not None and (last is None or ended > last)
+        if turn_fresh and t >= now.last_activity + cfg.settle and (last is None or t >= last + self.gap):
+            return self._nudge(t, NudgeKind.CONTINUE)
         return None
 
     def next_check(self, now: Now) -> float:
@@ -137,11 +139,18 @@ class StallWatch:
         self._print: str | None = None
         self._since = 0.0
         self._esc_at: float | None = None
+        self._stuck = False  # the last observation was busy, outside any wait
+
+    def saw_activity(self, now: float) -> None:
+        """The agent was visibly alive (an MCP call, a hook): the stall clock starts again."""
+        self._since, self._esc_at = now, None
 
     def observe(self, now: float, busy: bool, screen_text: str, wait_in_flight: bool) -> StallVerdict | None:
         current = fingerprint(screen_text)
-        if not busy or wait_in_flight or current != self._print:
-            # A long poll legitimately sits still; so does an idle agent.
+        was_stuck, self._stuck = self._stuck, busy and not wait_in_flight
+        if not self._stuck or not was_stuck or current != self._print:
+            # A long poll legitimately sits still; so does an idle agent. The clock starts
+            # when the agent becomes busy, not at the last time the screen was looked at.
             self._print, self._since, self._esc_at = current, now, None
             return None
         if self._esc_at is None:

@@ -1,0 +1,336 @@
+"""The supervisor machine in-process: exact actions for each situation, and whole nights on a fake clock."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from tests.unit.night import BUSY, EVENING, READY, WORKFLOW, Exit, ModelCli, Night
+from waaah_agent.core import events as ev
+from waaah_agent.core.backoff import BackoffConfig, Restarts
+from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START
+from waaah_agent.core.lifecycle import SessionStatus, final_status, first_prompt, restart_decision
+from waaah_agent.core.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.policy import CONTINUE_PROMPT, PolicyConfig
+
+HOUR = 3600.0
+
+
+def acts_of(night: Night, kind: type, pick=lambda a: True) -> list[tuple[float, list[ev.Action]]]:
+    """(time, all actions of that step) for each step that emitted an action of ``kind``."""
+    return [(t, acts) for t, _, acts in night.log if any(isinstance(a, kind) and pick(a) for a in acts)]
+
+
+def test_the_workflow_is_saved_as_intent_then_pasted_then_entered_then_confirmed():
+    night = Night()
+    night.start()
+    night.run_until(20)
+    paste = PASTE_START + WORKFLOW.encode() + PASTE_END
+    steps = [acts for _, acts in acts_of(night, ev.Type)]
+    assert steps[0] == [
+        ev.Save({"workflow_pending": True}),  # before a single byte is typed
+        ev.Type(paste),
+        ev.Record("delivery", {"kind": "workflow", "phase": "pasted", "note": "pasted"}),
+        ev.Notice("workflow prompt: pasted"),
+        ev.Look(1.3),
+    ]
+    assert steps[1] == [
+        ev.Type(ENTER),
+        ev.Record("delivery", {"kind": "workflow", "phase": "entered", "note": "enter"}),
+        ev.Notice("workflow prompt: enter"),
+        ev.Look(4.3),
+    ]
+    [(_, confirmed)] = acts_of(night, ev.Save, lambda a: "workflow_delivered" in a.changes)
+    assert confirmed[-3:] == [
+        ev.Record("delivery", {"kind": "workflow", "phase": "confirmed", "note": "confirmed"}),
+        ev.Notice("workflow prompt: confirmed"),
+        ev.Save({"workflow_delivered": True, "workflow_pending": False}),
+    ]
+    assert night.cli.transcript == [WORKFLOW] and night.cli.in_wait
+
+
+def test_the_first_prompt_waits_for_a_quiet_screen():
+    m = Machine(
+        MachineConfig("gemini", True, settle=0.8),
+        first_prompt(
+            WORKFLOW,
+            0.5,
+            native_resume=False,
+            workflow_delivered=False,
+            workflow_pending=False,
+            transcript_has_workflow=None,
+        ).delivery,
+        Saved(),
+        now=0.0,
+    )
+    at = ev.Instant(1.0, Night().instant().wall)
+    assert m.handle(ev.Observed(READY, last_output=0.5), at)[-1] == ev.Look(1.3)  # 0.5 s quiet only
+    assert not [a for a in m.handle(ev.Observed(READY, last_output=0.5), at) if isinstance(a, ev.Type)]
+
+
+def test_never_types_over_a_draft_into_a_dialog_or_a_busy_agent():
+    for reading in (replace(READY, input_empty=False), replace(READY, dialog="Allow execution"), BUSY):
+        night = Night()
+        night.start()
+        night.tell(ev.Observed(reading, last_output=-10))
+        night.t = 50
+        actions = night.tell(ev.Observed(reading, last_output=-10))
+        assert not any(isinstance(a, ev.Type) for a in actions), reading
+
+
+def test_ctrl_c_menu_continue_save_pass_and_timeout():
+    night = Night()
+    night.start()
+    menu_open = [ev.Menu(True), ev.Record("menu", {"action": "open"})]
+    assert night.tell(ev.Keys(b"\x03")) == menu_open
+    assert night.tell(ev.Keys(b"c")) == [
+        ev.Menu(False),
+        ev.Record("menu", {"action": "continue"}),
+        ev.Notice("Ctrl+C menu: continue"),
+    ]
+    assert night.tell(ev.Keys(b"ab\x03\x03")) == [
+        ev.Type(b"ab"),
+        *menu_open,
+        ev.Menu(False),
+        ev.Record("menu", {"action": "pass Ctrl+C"}),
+        ev.Notice("Ctrl+C menu: pass Ctrl+C"),
+        ev.Type(b"\x03"),
+    ]
+    night.tell(ev.Keys(b"\x1b[99;5u"))  # the kitty keyboard protocol's Ctrl+C
+    night.t += 20
+    assert night.tell(ev.Tick()) == [
+        ev.Menu(False),
+        ev.Record("menu", {"action": "continue (no choice made)"}),
+        ev.Notice("Ctrl+C menu: continue (no choice made)"),
+    ]
+    night.tell(ev.Keys(b"\x03"))
+    stop = night.tell(ev.Keys(b"s"))
+    assert stop[:3] == [
+        ev.Menu(False),
+        ev.Record("menu", {"action": "save and exit"}),
+        ev.Notice("Ctrl+C menu: save and exit"),
+    ]
+    assert stop[-1] == ev.SignalAgent(kill=False)
+    assert night.outcome == ev.Outcome(ev.StopReason.USER, Exit(None, 15), "you chose save and exit")
+    assert restart_decision(night.outcome, Restarts(), 0, 0.5) is None
+    assert final_status(night.outcome.reason) is SessionStatus.STOPPED
+
+
+def at(seconds: float) -> ev.Instant:
+    return ev.Instant(seconds, EVENING + timedelta(seconds=seconds))
+
+
+def test_sigterm_ignored_gets_sigkill_after_the_grace_then_again():
+    m = Machine(MachineConfig("gemini", True, stop_grace=5.0), None, Saved(), 0.0)
+    assert m.handle(ev.StopAsked(ev.StopReason.SIGNAL, "received SIGTERM"), at(0)) == [
+        ev.Record("stop", {"reason": "signal", "detail": "received SIGTERM"}),
+        ev.Notice("stopping the agent: received SIGTERM"),
+        ev.SignalAgent(),
+    ]
+    assert m.next_due() == 5.0 and m.handle(ev.Tick(), at(4.9)) == []
+    assert m.handle(ev.Tick(), at(5.0)) == [
+        ev.Record("kill", {"signal": "SIGKILL", "after_seconds": 5.0}),
+        ev.Notice("the agent ignored SIGTERM for 5s: SIGKILL"),
+        ev.SignalAgent(kill=True),
+    ]
+    assert m.next_due() == 6.0
+    assert m.handle(ev.StopAsked(ev.StopReason.USER, "again"), at(5.5)) == []  # one stop at a time
+    assert m.handle(ev.ChildExited(Exit(None, 9)), at(5.6)) == [
+        ev.SignalAgent(),  # the rest of its process group
+        ev.Finish(ev.Outcome(ev.StopReason.SIGNAL, Exit(None, 9), "received SIGTERM")),
+    ]
+    assert m.next_due() is None and m.handle(ev.ChildExited(None), at(6)) == []
+
+
+def test_a_login_screen_stops_with_the_setup_command_and_is_never_restarted():
+    night = Night(cli=ModelCli(login=True))
+    night.start()
+    night.run_until(5)
+    assert night.outcome.reason is ev.StopReason.LOGIN
+    assert night.outcome.detail == "gemini requires login. Run: gemini"
+    assert night.pastes() == [] and night.runs == 1
+    assert final_status(night.outcome.reason) is SessionStatus.LOGIN_REQUIRED
+
+
+def test_a_limit_banner_holds_every_prompt_until_its_reset_then_continues():
+    night = Night()
+    night.start()
+    night.run_until(60)  # in its loop
+    night.wait_ends("task")
+    night.cli.busy_until = night.t + 10
+    night.cli.loops = False
+    night.cli.limit = "│ You have exhausted your daily quota. resets 3am"  # 20:01 now: 7 hours
+    night.look(night.t)
+    night.run_until(60 + 10 * HOUR)
+    [limit] = night.records("limit")
+    assert limit["until"] == "2026-11-24T03:01:00+00:00" and "resets 3am" in limit["banner"]
+    over = [t for t, _, acts in night.log if ev.Record("limit-over", {}) in acts]
+    assert over == [pytest.approx(7 * HOUR + 60)]
+    typed = [t for t, acts in acts_of(night, ev.Type)]
+    assert not [t for t in typed if 70 < t < over[0]]  # nothing typed while limited
+    assert night.records("limit-resume") == [{"keys": "\r"}]
+    assert CONTINUE_PROMPT in night.pastes()
+    assert night.saved["limit_until"] == ""
+
+
+def test_a_limit_saved_by_an_earlier_supervisor_is_waited_for_and_a_bad_one_is_ignored():
+    cfg = MachineConfig("gemini", True, policy=PolicyConfig())
+    wall = Night().instant().wall
+    m = Machine(cfg, None, Saved(True, "2026-11-23T21:00:00+00:00"), 0.0)
+    acts = m.handle(ev.Began(), ev.Instant(0.0, wall))
+    assert ev.Save({"limit_until": "2026-11-23T21:00:00+00:00"}) in acts and m.next_due() == 3600.0
+    bad = Machine(cfg, None, Saved(True, "next tuesday-ish"), 0.0)
+    assert bad.handle(ev.Began(), ev.Instant(0.0, wall)) == [
+        ev.Record("limit-ignored", {"until": "next tuesday-ish", "why": "not an ISO time"}),
+        ev.Save({"limit_until": ""}),
+    ]
+    naive = Machine(cfg, None, Saved(True, "2026-11-23T20:30:00"), 0.0)  # no zone: the local one
+    naive.handle(ev.Began(), ev.Instant(0.0, wall))
+    assert naive.next_due() == 1800.0
+
+
+def test_evict_shutdown_stops_and_evict_restart_restarts():
+    for action, reason, again in (
+        ("SHUTDOWN", ev.StopReason.EVICT, False),
+        ("RESTART", ev.StopReason.RESTART, True),
+    ):
+        night = Night()
+        night.start()
+        night.run_until(30)
+        night.wait_ends("evict", action)
+        assert night.outcome.reason is reason
+        assert (restart_decision(night.outcome, Restarts(), night.t, 0.5) is not None) is again
+
+
+def test_heartbeats_ignored_space_out_then_a_wait_resets_them():
+    night = Night(cli=ModelCli(loops=False))
+    night.start()
+    night.run_until(4 * HOUR)
+    nudges = night.records("nudge")
+    gaps = [n["next_gap"] for n in nudges]
+    assert gaps[:6] == [10.0, 20.0, 40.0, 80.0, 160.0, 320.0] and max(gaps) == 600.0
+    assert 20 < len(nudges) < 40  # about one every 10 minutes once backed off, not a flood
+    night.cli.loops = True  # the next nudge brings it back into its loop
+    night.run_until(5 * HOUR)
+    last = night.records("nudge")[-1]
+    assert night.cli.in_wait and night.machine.nudger.gap == 10.0 and last["next_gap"] == 600.0
+
+
+def test_a_hang_gets_esc_then_a_restart_with_native_resume_and_the_continue_prompt():
+    night = Night(policy=PolicyConfig(stall_timeout=900, stall_grace=30))
+    night.start()
+    night.run_until(60)
+    night.wait_ends("task")
+    night.cli.hung = True
+    night.look(night.t)
+    night.run_until(60 + 1000)
+    assert night.records("stall") == [{"action": "esc", "minutes": 15.0}]
+    assert night.runs == 2 and night.pastes().count(WORKFLOW) == 1
+    assert night.pastes()[-1] == CONTINUE_PROMPT
+
+
+def user_types_a_draft(at: float):
+    def act(night: Night) -> None:
+        if night.t >= at and not night.cli.box and not getattr(night, "drafted", False):
+            night.drafted = True
+            night.tell(ev.Keys(b"half a thought"))
+            night.look(night.t + 0.03)
+
+    return act
+
+
+def test_a_whole_night_in_well_under_a_second():
+    """Eight hours: tasks, loop exits, ignored nudges, a crash, a hang, a limit, an eviction, a draft."""
+    night = Night(backoff=BackoffConfig(base=1.0, budget=5, window=1800))
+    started = time.perf_counter()
+    night.start()
+    script = [
+        (0.5 * HOUR, lambda n: n.wait_ends("task")),  # a task: works, back into its loop
+        (1.0 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),  # leaves its loop
+        (1.5 * HOUR, lambda n: setattr(n.cli, "loops", True)),  # the next nudge brings it back
+        (3.0 * HOUR, lambda n: n.exit(Exit(1))),  # crash
+        (4.0 * HOUR, lambda n: (n.wait_ends("task"), setattr(n.cli, "hung", True))),  # hangs
+        (
+            5.0 * HOUR,
+            lambda n: setattr(n.cli, "limit", "│ Usage limit reached for gemini-2.5-pro. resets 3am"),
+        ),
+        (7.0 * HOUR, lambda n: n.wait_ends("evict", "RESTART")),  # during the limit wait
+        (7.5 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),
+    ]
+    for when, fault in script:
+        night.run_until(when)
+        fault(night)
+        night.look(night.t)
+    draft_at = 7.6 * HOUR
+    night.run_until(draft_at)
+    night.run_until(8 * HOUR, on_tick=user_types_a_draft(draft_at))
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 1.0, f"an 8-hour night took {elapsed:.2f}s"
+    assert night.t == 8 * HOUR and not night.gave_up
+    assert [f.outcome.reason for f in night.actions(ev.Finish)] == [
+        ev.StopReason.AGENT_EXIT,  # the crash
+        ev.StopReason.STALLED,  # the hang: Esc, then a restart
+        ev.StopReason.RESTART,  # the eviction
+    ]
+    assert night.runs == 4
+    # the workflow exactly once; every restart resumed the conversation with the continue prompt
+    assert night.cli.transcript.count(WORKFLOW) == 1 and night.pastes().count(WORKFLOW) == 1
+    assert night.records("stall") == [{"action": "esc", "minutes": 15.0}]
+    banner, saved = night.records("limit")
+    assert "resets 3am" in banner["banner"] and saved["how"] == "saved by an earlier run"
+    assert len(night.records("limit-over")) == 1
+    for t, event, acts in night.log:
+        for a in acts:
+            if isinstance(a, ev.Type) and a.data.startswith(PASTE_START):
+                # every prompt went into a ready agent with an empty box, never during the limit
+                assert isinstance(event, ev.Observed) and event.reading.ready and event.reading.input_empty
+                assert event.reading.limit is None and not 5 * HOUR < t < 7 * HOUR + 60
+    assert night.cli.box == "half a thought"  # the user's draft is still there at dawn, untouched
+    assert not [
+        t for t, _ in acts_of(night, ev.Type, lambda a: a.data.startswith(PASTE_START)) if t > draft_at + 1
+    ]
+
+
+class SupervisorKilled(Exception):
+    """SIGKILL of the supervisor: what was applied stays, nothing after it happens."""
+
+
+class KilledAt(Night):
+    """A night whose supervisor is killed just before it applies its ``kill_at``-th action."""
+
+    def __init__(self, kill_at: int) -> None:
+        super().__init__()
+        self.kill_at, self.applied = kill_at, 0
+
+    def apply(self, action: ev.Action) -> None:
+        if self.applied == self.kill_at:
+            self.kill_at = -1
+            raise SupervisorKilled
+        self.applied += 1
+        super().apply(action)
+
+
+def test_a_supervisor_killed_at_any_point_of_a_delivery_neither_duplicates_nor_loses_the_workflow():
+    whole = KilledAt(kill_at=-1)
+    whole.start()
+    whole.run_until(30)
+    boundaries = whole.applied
+    assert boundaries > 15
+    for kill_at in range(boundaries + 1):
+        night = KilledAt(kill_at)
+        try:
+            night.start()
+            night.run_until(30)
+        except SupervisorKilled:
+            night.cli.alive, night.cli.box, night.cli.in_wait = False, "", False  # it dies with us
+            night.log.clear()
+            night.t += 5
+            night.start(resumed=True)  # waaah agent --resume
+            night.run_until(night.t + 60)
+        assert night.cli.transcript.count(WORKFLOW) == 1, f"killed before action {kill_at}"
+        assert night.saved["workflow_delivered"] and not night.saved["workflow_pending"]
+        assert night.cli.in_wait, f"killed before action {kill_at}: not back in its loop"
