@@ -54,6 +54,7 @@ demo: venv
 
 bench: venv
 	$(BIN)/python scripts/bench_relay.py
+	$(BIN)/python scripts/bench_machine.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -295,3 +295,45 @@ class Night:
             for a in self.actions(ev.Type)
             if a.data.startswith(PASTE_START)
         ]
+
+
+HOUR = 3600.0
+DRAFT_AT = 7.6 * HOUR
+
+
+def user_types_a_draft(at: float) -> Any:
+    drafted = []
+
+    def act(night: Night) -> None:
+        if night.t >= at and not night.cli.box and not drafted:
+            drafted.append(night.t)
+            night.tell(ev.Keys(b"half a thought"))
+            night.look(night.t + 0.03)
+
+    return act
+
+
+def whole_night() -> Night:
+    """Eight hours: tasks, loop exits, ignored nudges, a crash, a hang, a limit, an eviction, a draft."""
+    night = Night(backoff=BackoffConfig(base=1.0, budget=5, window=1800))
+    night.start()
+    script = [
+        (0.5 * HOUR, lambda n: n.wait_ends("task")),  # a task: works, back into its loop
+        (1.0 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),  # leaves its loop
+        (1.5 * HOUR, lambda n: setattr(n.cli, "loops", True)),  # the next nudge brings it back
+        (3.0 * HOUR, lambda n: n.exit(Exit(1))),  # crash
+        (4.0 * HOUR, lambda n: (n.wait_ends("task"), setattr(n.cli, "hung", True))),  # hangs
+        (
+            5.0 * HOUR,
+            lambda n: setattr(n.cli, "limit", "│ Usage limit reached for gemini-2.5-pro. resets 3am"),
+        ),
+        (7.0 * HOUR, lambda n: n.wait_ends("evict", "RESTART")),  # during the limit wait
+        (7.5 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),
+    ]
+    for when, fault in script:
+        night.run_until(when)
+        fault(night)
+        night.look(night.t)
+    night.run_until(DRAFT_AT)
+    night.run_until(8 * HOUR, on_tick=user_types_a_draft(DRAFT_AT))
+    return night

@@ -8,15 +8,24 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.night import BUSY, EVENING, READY, WORKFLOW, Exit, ModelCli, Night
+from tests.unit.night import (
+    BUSY,
+    DRAFT_AT,
+    EVENING,
+    HOUR,
+    READY,
+    WORKFLOW,
+    Exit,
+    ModelCli,
+    Night,
+    whole_night,
+)
 from waaah_agent.core import events as ev
-from waaah_agent.core.backoff import BackoffConfig, Restarts
+from waaah_agent.core.backoff import Restarts
 from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START
 from waaah_agent.core.lifecycle import SessionStatus, final_status, first_prompt, restart_decision
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import CONTINUE_PROMPT, PolicyConfig
-
-HOUR = 3600.0
 
 
 def acts_of(night: Night, kind: type, pick=lambda a: True) -> list[tuple[float, list[ev.Action]]]:
@@ -232,41 +241,10 @@ def test_a_hang_gets_esc_then_a_restart_with_native_resume_and_the_continue_prom
     assert night.pastes()[-1] == CONTINUE_PROMPT
 
 
-def user_types_a_draft(at: float):
-    def act(night: Night) -> None:
-        if night.t >= at and not night.cli.box and not getattr(night, "drafted", False):
-            night.drafted = True
-            night.tell(ev.Keys(b"half a thought"))
-            night.look(night.t + 0.03)
-
-    return act
-
-
 def test_a_whole_night_in_well_under_a_second():
     """Eight hours: tasks, loop exits, ignored nudges, a crash, a hang, a limit, an eviction, a draft."""
-    night = Night(backoff=BackoffConfig(base=1.0, budget=5, window=1800))
     started = time.perf_counter()
-    night.start()
-    script = [
-        (0.5 * HOUR, lambda n: n.wait_ends("task")),  # a task: works, back into its loop
-        (1.0 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),  # leaves its loop
-        (1.5 * HOUR, lambda n: setattr(n.cli, "loops", True)),  # the next nudge brings it back
-        (3.0 * HOUR, lambda n: n.exit(Exit(1))),  # crash
-        (4.0 * HOUR, lambda n: (n.wait_ends("task"), setattr(n.cli, "hung", True))),  # hangs
-        (
-            5.0 * HOUR,
-            lambda n: setattr(n.cli, "limit", "│ Usage limit reached for gemini-2.5-pro. resets 3am"),
-        ),
-        (7.0 * HOUR, lambda n: n.wait_ends("evict", "RESTART")),  # during the limit wait
-        (7.5 * HOUR, lambda n: (setattr(n.cli, "loops", False), n.wait_ends("task"))),
-    ]
-    for when, fault in script:
-        night.run_until(when)
-        fault(night)
-        night.look(night.t)
-    draft_at = 7.6 * HOUR
-    night.run_until(draft_at)
-    night.run_until(8 * HOUR, on_tick=user_types_a_draft(draft_at))
+    night = whole_night()
     elapsed = time.perf_counter() - started
 
     assert elapsed < 1.0, f"an 8-hour night took {elapsed:.2f}s"
@@ -291,7 +269,7 @@ def test_a_whole_night_in_well_under_a_second():
                 assert event.reading.limit is None and not 5 * HOUR < t < 7 * HOUR + 60
     assert night.cli.box == "half a thought"  # the user's draft is still there at dawn, untouched
     assert not [
-        t for t, _ in acts_of(night, ev.Type, lambda a: a.data.startswith(PASTE_START)) if t > draft_at + 1
+        t for t, _ in acts_of(night, ev.Type, lambda a: a.data.startswith(PASTE_START)) if t > DRAFT_AT + 1
     ]
 
 
