@@ -64,13 +64,14 @@ def check_breaker(name: str) -> Check:
     """The `waaah run` circuit breaker of this CLI (shared by all runs of this user)."""
     import time
 
+    from waaah_agent.core.resilience import BreakerState
     from waaah_agent.runtime import runlog
 
     store = runlog.BreakerStore()
     breaker = store.get(name)
     now = time.time()
     line = runlog.breaker_line(name, breaker, now)
-    if breaker.state(now) == "closed":
+    if breaker.state(now) is BreakerState.CLOSED:
         return Check(f"{name} run breaker", "ok", line)
     return Check(
         f"{name} run breaker",

@@ -556,7 +556,7 @@ class _Run:
         self.last = (agent, outcome.summary)
         self.last_stderr = self.redact(outcome.stderr)
 
-    def envelope(self, error_type: str | None, error: str, recoverable: bool) -> dict[str, Any]:
+    def envelope(self, error_type: F.ErrorType | None, error: str, recoverable: bool) -> dict[str, Any]:
         agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
         last = next((a for a in reversed(self.attempts) if a.outcome != "skipped"), None)
         envelope: dict[str, Any] = {
