@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit
 
 import anyio
@@ -37,6 +37,8 @@ import anyio.lowlevel
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+
+from waaah_agent.core.inbox_records import TapEvent, TapOutcome, TapRecord
 
 log = logging.getLogger("waaah.mcp_proxy")
 
@@ -71,7 +73,6 @@ TASK_STATUSES = [
     "CANCELLED",
 ]
 
-Outcome = Literal["ok", "error", "task", "idle", "evict"]
 _T = TypeVar("_T")
 
 
@@ -359,25 +360,37 @@ def classify(tool: str, arguments: Mapping[str, Any], result: ToolResult) -> dic
     return fields
 
 
-def start_record(tool: str, call_id: int, ts: float, pid: int) -> dict[str, Any]:
+def start_record(tool: str, call_id: int, ts: float, pid: int) -> TapRecord:
     """The inbox line written when a call begins.
 
     ``call_id`` counts per proxy process; ``pid`` tells apart two proxies sharing one inbox (a CLI
     may restart its MCP servers).
     """
-    return {"ts": ts, "source": "mcp", "event": "tool_start", "tool": tool, "call_id": call_id, "pid": pid}
+    return TapRecord(ts, TapEvent.START, tool, call_id, pid)
 
 
 def end_record(
     tool: str, call_id: int, ts: float, pid: int, duration_s: float, fields: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> TapRecord:
     """The inbox line written when a call ends (``fields`` from :func:`classify`)."""
-    record = start_record(tool, call_id, ts, pid) | {
-        "event": "tool_end",
-        "duration_ms": round(duration_s * 1000),
-    }
-    record.update(fields)
-    return record
+
+    def text(key: str) -> str | None:
+        value = fields.get(key)
+        return None if value is None else str(value)
+
+    return TapRecord(
+        ts,
+        TapEvent.END,
+        tool,
+        call_id,
+        pid,
+        duration_ms=round(duration_s * 1000),
+        outcome=TapOutcome(fields["outcome"]),
+        error=text("error"),
+        task_id=text("task_id"),
+        evict_action=text("evict_action"),
+        agent_id=text("agent_id"),
+    )
 
 
 # ----- I/O: inbox and HTTP -----------------------------------------------------------------------
@@ -390,11 +403,11 @@ class Inbox:
         self.path = path
         self._warned = False
 
-    def write(self, record: Mapping[str, Any]) -> None:
+    def write(self, record: TapRecord) -> None:
         """Append one record as one line, with a single ``write`` (appends of a line stay whole)."""
         if self.path is None:
             return
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        data = (json.dumps(record.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

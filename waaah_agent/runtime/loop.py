@@ -25,6 +25,7 @@ from waaah_agent.adapters.base import Adapter
 from waaah_agent.core import limits
 from waaah_agent.core.delivery import Delivery, Observation, Phase
 from waaah_agent.core.detect import Evidence, detect
+from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapOutcome
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT, Now, Nudger, PolicyConfig, StallWatch
 from waaah_agent.core.screen import Screen, ScreenView
 from waaah_agent.runtime.background import Mailbox
@@ -592,29 +593,25 @@ class Supervisor:
 
     def _read_inbox(self) -> None:
         for record in self.inbox.read_new() if self.inbox else []:
-            if record.get("source") == "hook":
+            if isinstance(record, HookRecord):
                 self._hook(record)
                 continue
-            if record.get("source") != "mcp":
-                continue
-            fields = {k: v for k, v in record.items() if k not in ("source", "event", "ts")}
-            self.session.event(f"mcp-{record.get('event', 'unknown')}", **fields)
-            if record.get("tool") == "wait_for_prompt":
-                key = (record.get("pid"), record.get("call_id"))
-                if record.get("event") == "tool_start":
+            self.session.event(f"mcp-{record.event}", **record.event_fields())
+            if record.tool == "wait_for_prompt":
+                key = (record.pid, record.call_id)
+                if record.event is TapEvent.START:
                     self.waits_in_flight.add(key)
                     if self.nudger is not None:
                         self.nudger.saw_wait()
                 else:
                     self.waits_in_flight.discard(key)
-            if record.get("outcome") == "evict":
-                self._evicted(str(record.get("evict_action") or "SHUTDOWN"))
+            if record.outcome is TapOutcome.EVICT:
+                self._evicted(record.evict_action or "SHUTDOWN")
 
-    def _hook(self, record: dict[str, object]) -> None:
+    def _hook(self, record: HookRecord) -> None:
         """The CLI's own hooks: the strongest evidence of a prompt taken and a turn ended."""
-        name = str(record.get("hook_event_name") or "unknown")
-        fields = {k: v for k, v in record.items() if k in ("session_id", "notification_type", "message")}
-        self.session.event(f"hook-{name}", **fields)
+        name = record.hook_event_name or "unknown"
+        self.session.event(f"hook-{name}", **record.event_fields())
         now = self.clock()
         if name == "UserPromptSubmit" and self.delivery is not None and not self.delivery.done:
             self.hook_confirmed = True
