@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from waaah_agent.core.inbox_records import MAX_TEXT, HookRecord
+from waaah_agent.settings import INBOX
 
 
 def record_from(payload: Any, cli: str, now: float) -> HookRecord:
@@ -39,7 +40,7 @@ def record_from(payload: Any, cli: str, now: float) -> HookRecord:
 
 
 def main() -> int:
-    inbox = os.environ.get("WAAAH_INBOX")
+    inbox = os.environ.get(INBOX)
     if not inbox:
         return 0
     try:

@@ -9,7 +9,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from waaah_agent.settings import SERVER_URL, proxy_env
+from waaah_agent.settings import API_KEY, SERVER_URL, proxy_env
 
 NAME = "waaah"
 #: The longest wait_for_prompt long poll the WAAAH server holds a call, in seconds.
@@ -58,7 +58,7 @@ def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
     else:
         kind = "other"
     url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get(SERVER_URL)
-    return ExistingEntry(kind, url, bool(env.get("WAAAH_API_KEY")))
+    return ExistingEntry(kind, url, bool(env.get(API_KEY)))
 
 
 def with_entry(settings: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
