@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from waaah_agent import adapters
-from waaah_agent.errors import EXIT_CODES, UsageError, WaaahError
+from waaah_agent import adapters, settings
+from waaah_agent.errors import RUN_EXIT_CODES, ExitCode, UsageError, WaaahError, exit_codes, table
 
 app = typer.Typer(
     add_completion=False,
@@ -21,7 +21,8 @@ app = typer.Typer(
     help="Keep an AI coding CLI working inside the WAAAH loop, in a supervised terminal.",
 )
 
-EXIT_TABLE = "\n\n".join(f"{code}: {text}" for code, text in EXIT_CODES.items())
+EXIT_TABLE = table(exit_codes(settings.RESTART_BUDGET, settings.RESTART_WINDOW), "\n\n")
+RUN_EXITS = table(RUN_EXIT_CODES, "; ")
 
 
 @app.command(
@@ -43,9 +44,9 @@ def agent(
         typer.Option(
             "--as",
             help="The workflow to give the agent: .agent/workflows/NAME.md in the workspace, "
-            "else the bundled one. Example: --as=waaah-orc",
+            f"else the bundled one. Example: --as={settings.DEFAULT_WORKFLOW}",
         ),
-    ] = "waaah-orc",
+    ] = settings.DEFAULT_WORKFLOW,
     resume: Annotated[
         bool,
         typer.Option(
@@ -65,18 +66,18 @@ def agent(
     stop_grace: Annotated[
         float,
         typer.Option("--stop-grace", help="Seconds the agent gets after SIGTERM before SIGKILL."),
-    ] = 5.0,
+    ] = settings.STOP_GRACE,
     server: Annotated[
         str | None,
         typer.Option(
             "--server",
-            help="WAAAH server URL (else WAAAH_SERVER_URL, else the CLI's existing waaah entry; "
-            "asked on a terminal). Example: --server http://localhost:3456",
+            help=f"WAAAH server URL (else {settings.SERVER_URL}, else the CLI's existing waaah entry; "
+            f"asked on a terminal). Example: --server {settings.DEFAULT_SERVER_URL}",
         ),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", help="WAAAH API key (else WAAAH_API_KEY). Never logged."),
+        typer.Option("--api-key", help=f"WAAAH API key (else {settings.API_KEY}). Never logged."),
     ] = None,
     no_mcp: Annotated[
         bool, typer.Option("--no-mcp", help="Do not configure the waaah MCP server for the CLI.")
@@ -87,18 +88,21 @@ def agent(
             "--heartbeat",
             help="Seconds idle at the prompt before a heartbeat prompt. Example: --heartbeat 300",
         ),
-    ] = 120.0,
+    ] = settings.HEARTBEAT,
     stall_timeout: Annotated[
         float,
         typer.Option(
             "--stall-timeout",
             help="Seconds busy with nothing changing before Esc (then a restart if still stuck). Example: --stall-timeout 1800",
         ),
-    ] = 900.0,
+    ] = settings.STALL_TIMEOUT,
     restart_budget: Annotated[
         int,
-        typer.Option("--restart-budget", help="Restarts allowed per 30 minutes before giving up."),
-    ] = 5,
+        typer.Option(
+            "--restart-budget",
+            help=f"Restarts allowed per {settings.minutes(settings.RESTART_WINDOW)} before giving up.",
+        ),
+    ] = settings.RESTART_BUDGET,
     no_nudge: Annotated[
         bool,
         typer.Option(
@@ -116,29 +120,34 @@ def agent(
     from waaah_agent.core.policy import PolicyConfig
     from waaah_agent.runtime.session import AgentOptions, default_console, environment, run_agent
 
-    options = AgentOptions(
-        start=start,
-        workflow=workflow,
-        resume=resume,
-        workspace=workspace,
-        extra_args=[a for a in ctx.args if a != "--"],
-        stop_grace=stop_grace,
-        server=server,
-        api_key=api_key,
-        no_mcp=no_mcp,
-        server_check_every=float(os.environ.get("WAAAH_SERVER_CHECK_SECONDS") or 30),
-        limit_margin=float(os.environ.get("WAAAH_LIMIT_MARGIN_SECONDS") or 60),
-        limit_default=float(os.environ.get("WAAAH_LIMIT_DEFAULT_SECONDS") or 1800),
-        policy=None
-        if no_nudge
-        else PolicyConfig(
-            heartbeat=heartbeat, stall_timeout=stall_timeout, stall_grace=min(30.0, stall_timeout)
-        ),
-        backoff=BackoffConfig(
-            budget=restart_budget, base=float(os.environ.get("WAAAH_RESTART_BASE_SECONDS") or 1.0)
-        ),
-    )
-    _exit(lambda: run_agent(options, environment(), default_console()))
+    def go() -> int:
+        env = environment()
+        from_env = settings.agent_env(env)
+        options = AgentOptions(
+            start=start,
+            workflow=workflow,
+            resume=resume,
+            workspace=workspace,
+            extra_args=[a for a in ctx.args if a != "--"],
+            stop_grace=stop_grace,
+            server=server,
+            api_key=api_key,
+            no_mcp=no_mcp,
+            server_check_every=from_env.server_check_every,
+            limit_margin=from_env.limit_margin,
+            limit_default=from_env.limit_default,
+            policy=None
+            if no_nudge
+            else PolicyConfig(
+                heartbeat=heartbeat,
+                stall_timeout=stall_timeout,
+                stall_grace=min(settings.STALL_GRACE, stall_timeout),
+            ),
+            backoff=BackoffConfig(budget=restart_budget, base=from_env.restart_base),
+        )
+        return run_agent(options, env, default_console())
+
+    _exit(go)
 
 
 @app.command()
@@ -151,7 +160,9 @@ def doctor(
             "Example: --agent gemini",
         ),
     ] = None,
-    workflow: Annotated[str, typer.Option("--as", help="The workflow to look for.")] = "waaah-orc",
+    workflow: Annotated[
+        str, typer.Option("--as", help="The workflow to look for.")
+    ] = settings.DEFAULT_WORKFLOW,
     workspace: Annotated[
         Path | None, typer.Option("--workspace", help="Default: the current directory.")
     ] = None,
@@ -171,7 +182,7 @@ def doctor(
                 f"waaah: unknown agent '{name}'; choose one of: {', '.join(adapters.all_names())}",
                 file=sys.stderr,
             )
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.USAGE)
     checks = doc.run_checks(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
@@ -181,13 +192,6 @@ def doctor(
         for check in checks:
             print(check.line())
     raise typer.Exit(doc.exit_code(checks))
-
-
-RUN_EXITS = (
-    "0: answered; 2: invalid input; 6: auth; 7: unknown or invalid session; 12: timeout (the --timeout "
-    "budget); 13: rate limit; 14: invalid model; 15: crash (or the CLI is not installed); 16: transient "
-    "error; 130: interrupted"
-)
 
 
 @app.command(
@@ -205,7 +209,7 @@ def run(
         typer.Option(
             "--agent",
             help=f"The CLI to run: {', '.join(n for n, a in adapters.registry().items() if a.headless)} "
-            "(else WAAAH_DEFAULT_AGENT, else gemini). Example: --agent claude",
+            f"(else {settings.DEFAULT_AGENT_VAR}, else {settings.DEFAULT_AGENT}). Example: --agent claude",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
@@ -221,13 +225,14 @@ def run(
         str | None,
         typer.Option(
             "--parent",
-            help="Link this run under a run or supervised session (else WAAAH_PARENT_ID) in `waaah sessions`.",
+            help=f"Link this run under a run or supervised session (else {settings.PARENT_ID}) "
+            "in `waaah sessions`.",
         ),
     ] = None,
     timeout: Annotated[
         float,
         typer.Option("--timeout", help="Seconds for the whole run: every attempt, wait and fallback."),
-    ] = 600.0,
+    ] = settings.RUN_TIMEOUT,
     fallback: Annotated[
         str | None,
         typer.Option("--fallback", help="CLIs to try next, in order. Example: --fallback claude,gemini"),
@@ -312,7 +317,7 @@ def status(
             "waaah: no sessions in this workspace; start one with: waaah agent --start=gemini",
             file=sys.stderr,
         )
-        raise typer.Exit(7)
+        raise typer.Exit(ExitCode.NO_SESSION)
     if as_json:
         print(json.dumps([r.to_json() for r in chosen], indent=2))
     else:
@@ -322,30 +327,27 @@ def status(
 @app.command("mcp-proxy")
 def mcp_proxy(
     server: Annotated[
-        str | None, typer.Option("--server", help="WAAAH server URL (env WAAAH_SERVER_URL).")
+        str | None, typer.Option("--server", help=f"WAAAH server URL (env {settings.SERVER_URL}).")
     ] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env WAAAH_API_KEY).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help=f"API key (env {settings.API_KEY}).")
+    ] = None,
     agent_id: Annotated[
-        str | None, typer.Option("--agent-id", help="Agent id filled into calls (env WAAAH_AGENT_ID).")
+        str | None,
+        typer.Option("--agent-id", help=f"Agent id filled into calls (env {settings.AGENT_ID})."),
     ] = None,
     inbox: Annotated[
         Path | None,
-        typer.Option("--inbox", help="File that receives one JSON line per tool call (env WAAAH_INBOX)."),
+        typer.Option(
+            "--inbox", help=f"File that receives one JSON line per tool call (env {settings.INBOX})."
+        ),
     ] = None,
 ) -> None:
     """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
     from waaah_agent import mcp_proxy as proxy
 
-    env = os.environ
-    inbox_env = env.get("WAAAH_INBOX")
-    _exit(
-        lambda: proxy.run(
-            server or env.get("WAAAH_SERVER_URL") or "http://localhost:3456",
-            api_key or env.get("WAAAH_API_KEY") or None,
-            agent_id or env.get("WAAAH_AGENT_ID") or None,
-            inbox or (Path(inbox_env) if inbox_env else None),
-        )
-    )
+    given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
+    _exit(lambda: proxy.run(given))
 
 
 def _exit(action: object) -> None:
@@ -355,15 +357,15 @@ def _exit(action: object) -> None:
         print(f"waaah: {err}", file=sys.stderr)
         raise typer.Exit(err.exit_code) from None
     except BrokenPipeError:
-        raise typer.Exit(1) from None
+        raise typer.Exit(ExitCode.INTERNAL) from None
     except KeyboardInterrupt:
         print("waaah: interrupted", file=sys.stderr)
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     raise typer.Exit(int(code or 0))
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("WAAAH_LOG_LEVEL", "WARNING"), format="waaah: %(message)s")
+    logging.basicConfig(level=settings.log_level(os.environ), format="waaah: %(message)s")
     app()
 
 

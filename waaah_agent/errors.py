@@ -1,66 +1,132 @@
-"""One base error and precise subclasses, each with a message a user can act on.
+"""One base error and precise subclasses, each with a message a user can act on, and the
+process exit codes of `waaah agent` and `waaah run`, each code defined once in :class:`ExitCode`.
 
-Every subclass carries the process exit code the CLI maps it to; the table in
-``EXIT_CODES`` is what ``waaah agent --help`` and the README list.
+Every subclass carries the exit code the CLI maps it to; ``exit_codes()`` (what ``waaah agent
+--help`` and the README list) and ``RUN_EXIT_CODES`` (``waaah run --help``, the envelope's
+``exit_code``) say what each code means.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+from waaah_agent.core.failures import ErrorType
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2  # `waaah run`: invalid input
+    CLI_NOT_FOUND = 3
+    WORKFLOW_NOT_FOUND = 4
+    SESSION_BUSY = 5
+    LOGIN = 6  # `waaah run`: auth
+    NO_SESSION = 7  # `waaah run`: unknown or invalid session
+    AGENT_FAILED = 10
+    RESTARTS_SPENT = 11
+    RUN_TIMEOUT = 12
+    RATE_LIMIT = 13
+    INVALID_MODEL = 14
+    CRASH = 15
+    TRANSIENT = 16
+    INTERRUPTED = 130
 
 
 class WaaahError(Exception):
     """Base of every error we expect and explain. ``str(err)`` is the one-line message."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.INTERNAL
 
 
 class UsageError(WaaahError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class CliNotFound(WaaahError):
-    exit_code = 3
+    exit_code = ExitCode.CLI_NOT_FOUND
 
 
 class WorkflowNotFound(WaaahError):
-    exit_code = 4
+    exit_code = ExitCode.WORKFLOW_NOT_FOUND
 
 
 class SessionBusy(WaaahError):
     """Another supervisor holds the session lock."""
 
-    exit_code = 5
+    exit_code = ExitCode.SESSION_BUSY
 
 
 class LoginRequired(WaaahError):
-    exit_code = 6
+    exit_code = ExitCode.LOGIN
 
 
 class SessionNotFound(WaaahError):
-    exit_code = 7
+    exit_code = ExitCode.NO_SESSION
 
 
 class AgentFailed(WaaahError):
     """The agent exited on its own with a non-zero code (the code is in the message)."""
 
-    exit_code = 10
+    exit_code = ExitCode.AGENT_FAILED
 
 
 class RestartBudgetExhausted(WaaahError):
     """The agent kept crashing or stalling: the restart budget for the window is spent."""
 
-    exit_code = 11
+    exit_code = ExitCode.RESTARTS_SPENT
 
 
-EXIT_CODES: dict[int, str] = {
-    0: "the agent finished, or you chose save and exit (state saved, resumable)",
-    1: "unexpected internal error (see the log)",
-    2: "bad arguments or configuration",
-    3: "the agent CLI is not installed",
-    4: "the workflow was not found",
-    5: "another supervisor is driving this session",
-    6: "the agent CLI needs a login first",
-    7: "no session to resume",
-    10: "the agent CLI exited with an error of its own",
-    11: "the agent kept crashing: the restart budget (5 per 30 minutes) was spent",
-    130: "interrupted before the agent started",
+def exit_codes(restart_budget: int, restart_window: float) -> dict[int, str]:
+    """What each exit code of `waaah agent` means (``restart_budget`` per ``restart_window`` s)."""
+    return {
+        ExitCode.OK: "the agent finished, or you chose save and exit (state saved, resumable)",
+        ExitCode.INTERNAL: "unexpected internal error (see the log)",
+        ExitCode.USAGE: "bad arguments or configuration",
+        ExitCode.CLI_NOT_FOUND: "the agent CLI is not installed",
+        ExitCode.WORKFLOW_NOT_FOUND: "the workflow was not found",
+        ExitCode.SESSION_BUSY: "another supervisor is driving this session",
+        ExitCode.LOGIN: "the agent CLI needs a login first",
+        ExitCode.NO_SESSION: "no session to resume",
+        ExitCode.AGENT_FAILED: "the agent CLI exited with an error of its own",
+        ExitCode.RESTARTS_SPENT: "the agent kept crashing: the restart budget "
+        f"(--restart-budget, default {restart_budget} per {restart_window / 60:g} minutes) was spent",
+        ExitCode.INTERRUPTED: "interrupted before the agent started",
+    }
+
+
+#: The exit code of `waaah run` for each error type of its envelope.
+RUN_EXIT_BY_TYPE: dict[ErrorType, ExitCode] = {
+    ErrorType.INVALID_INPUT: ExitCode.USAGE,
+    ErrorType.AUTH: ExitCode.LOGIN,
+    ErrorType.INVALID_SESSION: ExitCode.NO_SESSION,
+    ErrorType.TIMEOUT: ExitCode.RUN_TIMEOUT,
+    ErrorType.RATE_LIMIT: ExitCode.RATE_LIMIT,
+    ErrorType.INVALID_MODEL: ExitCode.INVALID_MODEL,
+    ErrorType.CRASH: ExitCode.CRASH,
+    ErrorType.TRANSIENT: ExitCode.TRANSIENT,
+    ErrorType.INTERRUPTED: ExitCode.INTERRUPTED,
 }
+
+#: What each exit code of `waaah run` means.
+RUN_EXIT_CODES: dict[int, str] = {
+    ExitCode.OK: "answered",
+    ExitCode.USAGE: "invalid input",
+    ExitCode.LOGIN: "auth",
+    ExitCode.NO_SESSION: "unknown or invalid session",
+    ExitCode.RUN_TIMEOUT: "timeout (the --timeout budget)",
+    ExitCode.RATE_LIMIT: "rate limit",
+    ExitCode.INVALID_MODEL: "invalid model",
+    ExitCode.CRASH: "crash (or the CLI is not installed)",
+    ExitCode.TRANSIENT: "transient error",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def run_exit_code(error_type: ErrorType | None) -> int:
+    """The exit code of a `waaah run` that ended with ``error_type`` (None: it answered)."""
+    return int(ExitCode.OK if error_type is None else RUN_EXIT_BY_TYPE.get(error_type, ExitCode.INTERNAL))
+
+
+def table(codes: dict[int, str], between: str) -> str:
+    """``"0: ...<between>2: ..."``, for help epilogs."""
+    return between.join(f"{int(code)}: {text}" for code, text in codes.items())

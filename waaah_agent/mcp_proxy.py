@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit
 
 import anyio
@@ -38,13 +38,18 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from waaah_agent import settings
+from waaah_agent.core import mcpconf
+from waaah_agent.core.inbox_records import TapEvent, TapOutcome, TapRecord
+from waaah_agent.errors import ExitCode
+from waaah_agent.settings import ProxySettings
+
 log = logging.getLogger("waaah.mcp_proxy")
 
-DEFAULT_SERVER_URL = "http://localhost:3456"
 #: Seconds to open a TCP connection: a dead server should be reported quickly.
 CONNECT_TIMEOUT = 10.0
-#: Seconds to wait for an answer: the server holds wait_for_prompt for up to 300 s.
-READ_TIMEOUT = 330.0
+#: Seconds to wait for an answer: the server holds wait_for_prompt for up to its long poll.
+READ_TIMEOUT = float(mcpconf.TOOL_TIMEOUT_SECONDS)
 #: Answers larger than this are cut (a task prompt is text; this only guards memory).
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
@@ -71,7 +76,6 @@ TASK_STATUSES = [
     "CANCELLED",
 ]
 
-Outcome = Literal["ok", "error", "task", "idle", "evict"]
 _T = TypeVar("_T")
 
 
@@ -359,25 +363,37 @@ def classify(tool: str, arguments: Mapping[str, Any], result: ToolResult) -> dic
     return fields
 
 
-def start_record(tool: str, call_id: int, ts: float, pid: int) -> dict[str, Any]:
+def start_record(tool: str, call_id: int, ts: float, pid: int) -> TapRecord:
     """The inbox line written when a call begins.
 
     ``call_id`` counts per proxy process; ``pid`` tells apart two proxies sharing one inbox (a CLI
     may restart its MCP servers).
     """
-    return {"ts": ts, "source": "mcp", "event": "tool_start", "tool": tool, "call_id": call_id, "pid": pid}
+    return TapRecord(ts, TapEvent.START, tool, call_id, pid)
 
 
 def end_record(
     tool: str, call_id: int, ts: float, pid: int, duration_s: float, fields: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> TapRecord:
     """The inbox line written when a call ends (``fields`` from :func:`classify`)."""
-    record = start_record(tool, call_id, ts, pid) | {
-        "event": "tool_end",
-        "duration_ms": round(duration_s * 1000),
-    }
-    record.update(fields)
-    return record
+
+    def text(key: str) -> str | None:
+        value = fields.get(key)
+        return None if value is None else str(value)
+
+    return TapRecord(
+        ts,
+        TapEvent.END,
+        tool,
+        call_id,
+        pid,
+        duration_ms=round(duration_s * 1000),
+        outcome=TapOutcome(fields["outcome"]),
+        error=text("error"),
+        task_id=text("task_id"),
+        evict_action=text("evict_action"),
+        agent_id=text("agent_id"),
+    )
 
 
 # ----- I/O: inbox and HTTP -----------------------------------------------------------------------
@@ -390,11 +406,11 @@ class Inbox:
         self.path = path
         self._warned = False
 
-    def write(self, record: Mapping[str, Any]) -> None:
+    def write(self, record: TapRecord) -> None:
         """Append one record as one line, with a single ``write`` (appends of a line stay whole)."""
         if self.path is None:
             return
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        data = (json.dumps(record.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -604,50 +620,42 @@ async def _serve(proxy: Proxy) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def _setup_logging() -> None:
+def _setup_logging(level: str) -> None:
     if log.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("waaah mcp-proxy: %(message)s"))
     log.addHandler(handler)
-    log.setLevel(os.environ.get("WAAAH_PROXY_LOG_LEVEL", "WARNING").upper())
+    log.setLevel(level)
     log.propagate = False
 
 
-def run(server_url: str, api_key: str | None, agent_id: str | None, inbox: Path | None) -> int:
+def run(given: ProxySettings) -> int:
     """Serve MCP over stdin/stdout until stdin closes.
 
     Returns the exit code: 0 when stdin closed, 2 for a server URL that is not http(s), 1 on an
     unexpected error, 130 on Ctrl+C.
     """
-    _setup_logging()
+    _setup_logging(given.log_level)
     try:
-        proxy = Proxy(server_url, api_key, agent_id, inbox)
+        proxy = Proxy(given.server_url, given.api_key, given.agent_id, given.inbox)
     except ValueError as exc:
-        log.error("%s", scrub(str(exc), api_key))
-        return 2
+        log.error("%s", scrub(str(exc), given.api_key))
+        return ExitCode.USAGE
     log.info("forwarding to %s as %s", proxy.server, proxy.agent_id or "(no agent id)")
     try:
         anyio.run(_serve, proxy)
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception:
         log.exception("stopped by an unexpected error")
-        return 1
-    return 0
+        return ExitCode.INTERNAL
+    return ExitCode.OK
 
 
 def main() -> None:
     """``python -m waaah_agent.mcp_proxy``: configuration from the environment."""
-    inbox = os.environ.get("WAAAH_INBOX")
-    sys.exit(
-        run(
-            os.environ.get("WAAAH_SERVER_URL") or DEFAULT_SERVER_URL,
-            os.environ.get("WAAAH_API_KEY") or None,
-            os.environ.get("WAAAH_AGENT_ID") or None,
-            Path(inbox) if inbox else None,
-        )
-    )
+    sys.exit(run(settings.proxy_settings(os.environ)))
 
 
 if __name__ == "__main__":

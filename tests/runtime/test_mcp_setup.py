@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import subprocess
@@ -11,10 +12,20 @@ import pytest
 
 from tests.doubles.waaah_server import WaaahServer
 from tests.runtime.helpers import WAAAH
+from waaah_agent import adapters
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import mcp_setup
-from waaah_agent.runtime.mcp_setup import ServerChoice
+from waaah_agent.runtime.mcp_setup import PerRunConfig, ServerChoice, UserSettings
 from waaah_agent.runtime.waaah import check_server
+
+GEMINI_MCP = adapters.registry()["gemini"].mcp
+CLAUDE_MCP = adapters.registry()["claude"].mcp
+assert isinstance(GEMINI_MCP, UserSettings) and isinstance(CLAUDE_MCP, PerRunConfig)
+
+
+def install_gemini(env, server, now):
+    """Give gemini the server the way `waaah agent` does, with a fixed clock for the backup name."""
+    return dataclasses.replace(GEMINI_MCP, now=lambda: now).give(env, server, None, {}).notes
 
 
 def test_gemini_settings_edit_keeps_keys_backs_up_and_is_idempotent(tmp_path):
@@ -26,7 +37,7 @@ def test_gemini_settings_edit_keeps_keys_backs_up_and_is_idempotent(tmp_path):
     env = {"HOME": str(home)}
     server = ServerChoice("http://127.0.0.1:9", "secret-key-123", "--server")
 
-    notes = mcp_setup.install_gemini(env, server, datetime(2026, 1, 2, 3, 4, 5))
+    notes = install_gemini(env, server, datetime(2026, 1, 2, 3, 4, 5))
     after = json.loads(settings.read_text())
     assert after["ui"] == before["ui"] and after["mcpServers"]["github"] == before["mcpServers"]["github"]
     entry = after["mcpServers"]["waaah"]
@@ -36,13 +47,13 @@ def test_gemini_settings_edit_keeps_keys_backs_up_and_is_idempotent(tmp_path):
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
     assert any("plain text" in n for n in notes)
 
-    assert mcp_setup.install_gemini(env, server, datetime(2026, 1, 2, 3, 4, 6)) == []  # unchanged: no edit
+    assert install_gemini(env, server, datetime(2026, 1, 2, 3, 4, 6)) == []  # unchanged: no edit
     assert len(list(settings.parent.glob("settings.json.waaah-backup-*"))) == 1
 
 
 def test_fresh_home_gets_a_settings_file_without_a_key(tmp_path):
     env = {"HOME": str(tmp_path)}
-    mcp_setup.install_gemini(env, ServerChoice("http://h", None, "x"), datetime.now())
+    install_gemini(env, ServerChoice("http://h", None, "x"), datetime.now())
     settings = tmp_path / ".gemini" / "settings.json"
     assert "WAAAH_API_KEY" not in settings.read_text()
     assert not list(settings.parent.glob("*.waaah-backup-*"))
@@ -53,12 +64,13 @@ def test_corrupt_settings_is_a_clear_error_and_untouched(tmp_path):
     settings.parent.mkdir(parents=True)
     settings.write_text("{ not json")
     with pytest.raises(UsageError, match="cannot parse .*settings.json"):
-        mcp_setup.install_gemini({"HOME": str(tmp_path)}, ServerChoice("http://h", None, "x"), datetime.now())
+        install_gemini({"HOME": str(tmp_path)}, ServerChoice("http://h", None, "x"), datetime.now())
     assert settings.read_text() == "{ not json"
 
 
 def test_claude_gets_a_per_run_config_file(tmp_path):
-    args = mcp_setup.install_claude(tmp_path, ServerChoice("http://h", "k", "x"), {"WAAAH_AGENT_ID": "a1"})
+    given = CLAUDE_MCP.give({}, ServerChoice("http://h", "k", "x"), tmp_path, {"WAAAH_AGENT_ID": "a1"})
+    args = given.args
     path = tmp_path / "mcp.json"
     assert args == ["--mcp-config", str(path), "--allowedTools", "mcp__waaah"]
     doc = json.loads(path.read_text())
@@ -67,7 +79,36 @@ def test_claude_gets_a_per_run_config_file(tmp_path):
         "WAAAH_API_KEY": "k",
         "WAAAH_AGENT_ID": "a1",
     }
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and given.notes == []
+
+
+def test_claude_gets_per_run_hooks_and_gemini_none(tmp_path):
+    hooks = adapters.registry()["claude"].hooks
+    assert hooks is not None and adapters.registry()["gemini"].hooks is None
+    path = tmp_path / "claude-settings.json"
+    assert hooks.args(tmp_path) == ["--settings", str(path)]
+    doc = json.loads(path.read_text())
+    assert set(doc["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "Notification"}
+    assert doc["hooks"]["Stop"][0]["hooks"][0]["command"].endswith("-m waaah_agent.hook claude")
+
+
+def test_existing_entries_and_doctor_findings(tmp_path):
+    env = {"HOME": str(tmp_path)}
+    assert GEMINI_MCP.existing(env) is None and GEMINI_MCP.doctor(env).status == "warn"
+    install_gemini(env, ServerChoice("http://h:1", None, "x"), datetime.now())
+    found = GEMINI_MCP.existing(env)
+    assert found is not None and (found.kind, found.url) == ("ours", "http://h:1")
+    assert GEMINI_MCP.doctor(env).status == "ok"
+    (tmp_path / ".claude.json").write_text("{ not json")  # claude's own file: not ours to judge
+    assert CLAUDE_MCP.existing(env) is None
+    (tmp_path / ".claude.json").write_text(
+        json.dumps(
+            {"mcpServers": {"waaah": {"command": "waaah-proxy", "env": {"WAAAH_SERVER_URL": "http://u"}}}}
+        )
+    )
+    found = CLAUDE_MCP.existing(env)
+    assert found is not None and (found.kind, found.url) == ("upstream", "http://u")
+    assert CLAUDE_MCP.doctor(env).status == "ok"
 
 
 def test_server_choice_precedence_and_headless_error():

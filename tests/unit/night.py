@@ -20,6 +20,7 @@ from waaah_agent.core import events as ev
 from waaah_agent.core.backoff import BackoffConfig, Restarts
 from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START
 from waaah_agent.core.detect import Reading
+from waaah_agent.core.inbox_records import TapEvent, TapOutcome, TapRecord
 from waaah_agent.core.lifecycle import first_prompt, restart_decision
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
@@ -251,25 +252,15 @@ class Night:
         self.cli.waiting += 1
         self.cli.in_wait = True
         self.cli.wait_ends_at = self.t + self.cli.wait_timeout
-        self.tell(
-            ev.Tap("tool_start", "wait_for_prompt", (1, self.cli.waiting), fields={"tool": "wait_for_prompt"})
-        )
+        self.tell(TapRecord(self.t, TapEvent.START, "wait_for_prompt", self.cli.waiting, pid=4242))
 
     def wait_ends(self, outcome: str = "idle", evict_action: str | None = None) -> None:
         """The current wait_for_prompt call returns; with a task, the agent works on it a while."""
         self.cli.in_wait, self.cli.wait_ends_at = False, None
         if outcome == "task":
             self.cli.busy_until = self.t + self.cli.task_for
-        self.tell(
-            ev.Tap(
-                "tool_end",
-                "wait_for_prompt",
-                (1, self.cli.waiting),
-                outcome=outcome,
-                evict_action=evict_action,
-                fields={"tool": "wait_for_prompt", "outcome": outcome},
-            )
-        )
+        end = TapRecord(self.t, TapEvent.END, "wait_for_prompt", self.cli.waiting, pid=4242, duration_ms=1000)
+        self.tell(replace(end, outcome=TapOutcome(outcome), evict_action=evict_action))
 
     def next_run(self) -> bool:
         """After a run ended: restart (after the backoff) or stop, as the runtime does."""

@@ -13,6 +13,7 @@ from waaah_agent.core import events as ev
 from waaah_agent.core.backoff import BackoffConfig, Restarts
 from waaah_agent.core.delivery import ENTER, PASTE_START, Delivery, Phase
 from waaah_agent.core.detect import Reading
+from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapOutcome, TapRecord
 from waaah_agent.core.lifecycle import restart_decision
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
@@ -56,12 +57,13 @@ def the_event(raw: tuple) -> tuple[ev.Event, float]:
     if kind == "keys":
         return ev.Keys(raw[1]), raw[2]
     if kind == "tap":
-        outcome = raw[3] if raw[1] == "tool_end" else None
-        return ev.Tap(
-            raw[1], "wait_for_prompt", (1, raw[2]), outcome, "RESTART" if outcome == "evict" else None
+        outcome = TapOutcome(raw[3]) if raw[1] == "tool_end" else None
+        action = "RESTART" if outcome is TapOutcome.EVICT else None
+        return TapRecord(
+            0.0, TapEvent(raw[1]), "wait_for_prompt", raw[2], 7, None, outcome, evict_action=action
         ), 0.1
     if kind == "hook":
-        return ev.Hook(raw[1]), raw[2]
+        return HookRecord(0.0, "claude", raw[1]), raw[2]
     if kind == "tick":
         return ev.Tick(), raw[1]
     if kind == "server":

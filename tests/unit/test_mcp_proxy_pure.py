@@ -197,7 +197,7 @@ def test_describe_network_error() -> None:
 
 
 def test_inbox_records() -> None:
-    assert start_record("wait_for_prompt", 3, 12.5, 77) == {
+    assert start_record("wait_for_prompt", 3, 12.5, 77).to_json() == {
         "ts": 12.5,
         "source": "mcp",
         "event": "tool_start",
@@ -205,7 +205,7 @@ def test_inbox_records() -> None:
         "call_id": 3,
         "pid": 77,
     }
-    end = end_record("wait_for_prompt", 3, 14.0, 77, 1.2345, {"outcome": "task", "task_id": "t"})
+    end = end_record("wait_for_prompt", 3, 14.0, 77, 1.2345, {"outcome": "task", "task_id": "t"}).to_json()
     assert end == {
         "ts": 14.0,
         "source": "mcp",
@@ -222,14 +222,13 @@ def test_inbox_records() -> None:
 def test_inbox_appends_lines_and_creates_folders(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "inbox.jsonl"
     inbox = Inbox(path)
-    inbox.write({"n": 1})
-    inbox.write({"n": 2, "text": "é"})
-    assert [json.loads(line) for line in path.read_text("utf-8").splitlines()] == [
-        {"n": 1},
-        {"n": 2, "text": "é"},
-    ]
+    inbox.write(start_record("ack_task", 1, 1.0, 7))
+    inbox.write(end_record("ack_task", 1, 2.0, 7, 1.0, {"outcome": "error", "error": "é"}))
+    lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    assert [(ln["event"], ln.get("error")) for ln in lines] == [("tool_start", None), ("tool_end", "é")]
+    assert "é" in path.read_text("utf-8")  # written as UTF-8, not escaped
 
 
 def test_inbox_failures_never_raise(tmp_path: Path) -> None:
-    Inbox(tmp_path).write({"n": 1})  # a directory: cannot be opened for writing
-    Inbox(None).write({"n": 1})
+    Inbox(tmp_path).write(start_record("ack_task", 1, 1.0, 7))  # a directory: cannot be opened for writing
+    Inbox(None).write(start_record("ack_task", 1, 1.0, 7))

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import StreamSummary, parser_for
+from waaah_agent.core.streams import StreamParser, StreamSummary
 
 STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 #: The recorded streams of each pinned CLI (codex and opencode: tests/unit/test_run_streams_openai.py).
@@ -22,6 +23,13 @@ RECORDED = {
     "opencode": "opencode-1.18.33",
 }
 CLIS = ("gemini", "claude")
+
+
+def parser_for(cli: str) -> StreamParser:
+    """A new parser of the CLI's stream, as its adapter makes it."""
+    headless = adapters.registry()[cli].headless
+    assert headless is not None
+    return headless.parser()
 
 
 def recorded(cli: str, scenario: str) -> tuple[StreamSummary, int | None, str]:

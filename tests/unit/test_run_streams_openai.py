@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
+from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, parser_for, recorded
 from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import Tokens, parser_for
+from waaah_agent.core.streams import Tokens
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import oneshot
 from waaah_agent.runtime.session import pick_adapter

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from waaah_agent.core.tokens import Usage, UsageCounter, claude_usage, gemini_usage
+from waaah_agent import adapters
+from waaah_agent.core.tokens import Usage, claude_counter, claude_usage, gemini_counter, gemini_usage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 CLAUDE = FIXTURES / "claude-2.1.330.jsonl"
@@ -57,7 +58,7 @@ def test_gemini_fixture_totals() -> None:
 
 
 def test_fixtures_fed_line_by_line() -> None:
-    for counter, path in ((UsageCounter("claude"), CLAUDE), (UsageCounter("gemini"), GEMINI)):
+    for counter, path in ((claude_counter(), CLAUDE), (gemini_counter(), GEMINI)):
         totals = [counter.feed([line]) for line in lines(path)]
         assert totals[-1] == EXPECTED
         assert counter.messages == MODEL_CALLS
@@ -68,10 +69,10 @@ def test_fixtures_fed_line_by_line() -> None:
 
 
 def test_fixture_fed_twice_counts_once() -> None:
-    counter = UsageCounter("claude")
+    counter = claude_counter()
     counter.feed(lines(CLAUDE))
     assert counter.feed(lines(CLAUDE)) == EXPECTED
-    gem = UsageCounter("gemini")
+    gem = gemini_counter()
     gem.feed(lines(GEMINI))
     assert gem.feed(lines(GEMINI)) == EXPECTED
 
@@ -160,9 +161,18 @@ def test_usage_add() -> None:
 
 
 def test_counter_incremental_across_calls() -> None:
-    counter = UsageCounter("claude")
+    counter = claude_counter()
     assert counter.feed([claude_record("m1", 100, 1)]) == Usage(100, 1, 0)
     assert counter.feed([claude_record("m1", 100, 30), claude_record("m2", 50, 5)]) == Usage(150, 35, 0)
     assert counter.feed([]) == Usage(150, 35, 0)
     assert counter.total == Usage(150, 35, 0)
     assert counter.messages == 2
+
+
+def test_each_adapter_counts_its_own_transcript_format() -> None:
+    known = adapters.registry()
+    for name, path in (("claude", CLAUDE), ("gemini", GEMINI)):
+        factory = known[name].tokens
+        assert factory is not None
+        assert factory().feed(lines(path)) == EXPECTED
+    assert all(known[n].tokens is None for n in ("codex", "opencode", "simulated"))  # no made-up numbers

@@ -2,8 +2,12 @@
 
 An adapter is declarative where it can be: argv for a fresh start and a resume, the
 environment, and the screen rules that tell (in bounded screen regions only) whether the
-CLI sits at its input prompt, is busy, or shows a dialog. A new CLI joins by adding one
-module to this package that defines ``ADAPTER``.
+CLI sits at its input prompt, is busy, or shows a dialog. Everything that differs between
+CLIs is a field here, an object or a function, never a name looked up elsewhere: how the CLI
+is given the waaah MCP server (``mcp``) and hooks (``hooks``), how its transcript's tokens are
+counted (``tokens``), which parser reads its headless stream (``Headless.parser``). A new CLI
+joins by adding one module to this package that defines ``ADAPTER`` (docs/architecture.md,
+"What an adapter provides").
 """
 
 from __future__ import annotations
@@ -12,8 +16,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from waaah_agent.core.detect import ScreenRules
+from waaah_agent.core.streams import StreamParser
+from waaah_agent.core.tokens import UsageCounter
+
+if TYPE_CHECKING:
+    from waaah_agent.runtime.mcp_setup import McpGiver, PerRunHooks
 
 __all__ = ["HEADLESS_ONLY_RULES", "Adapter", "Headless", "ScreenRules"]
 
@@ -28,7 +38,8 @@ class Headless:
     it), the CLI's own when resuming, "" for a fresh run of a CLI that picks its own id."""
 
     argv: Callable[[str | None, str, bool, str | None], list[str]]
-    parser: str
+    # A new parser of the CLI's JSON stream, one per run (core/streams.py).
+    parser: Callable[[], StreamParser]
     own_session_ids: bool = True
     # Always give the prompt on stdin (argv gets None): for a CLI that alters prompts in argv.
     stdin_prompt: bool = False
@@ -68,9 +79,13 @@ class Adapter:
     drop_env: tuple[str, ...] = ()
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
-    # How this CLI is given the waaah MCP server: "gemini" (user settings), "claude"
-    # (a per-run --mcp-config file), or None (it has no MCP).
-    mcp: str | None = None
+    # How this CLI is given the waaah MCP server (runtime/mcp_setup.py: UserSettings, a file of
+    # the user's we edit; PerRunConfig, a file per run); None: it gets no MCP server from us.
+    mcp: McpGiver | None = None
+    # Per-run hooks that report the CLI's events to the session inbox; None: it has none.
+    hooks: PerRunHooks | None = None
+    # A new token counter for the CLI's transcript (core/tokens.py); None: no known format.
+    tokens: Callable[[], UsageCounter] | None = None
     simulated: bool = False
     # One-shot JSON-stream mode for `waaah run` (None: the CLI has none).
     headless: Headless | None = None

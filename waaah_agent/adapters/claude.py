@@ -7,6 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.core import mcpconf
+from waaah_agent.core.streams import StreamParser, apply_claude
+from waaah_agent.core.tokens import claude_counter
+from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -15,6 +19,11 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     config = env.get("CLAUDE_CONFIG_DIR") or str(Path(env.get("HOME", "~")) / ".claude")
     path = Path(config).expanduser() / "projects" / folder / f"{session_id}.jsonl"
     return path if path.exists() else None
+
+
+def _user_file(env: Mapping[str, str]) -> Path:
+    """claude's own ``~/.claude.json``, where a user may have added a waaah entry."""
+    return Path(env.get("HOME") or "~").expanduser() / ".claude.json"
 
 
 def _needs_login(env: Mapping[str, str]) -> bool:
@@ -66,8 +75,19 @@ ADAPTER = Adapter(
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
     needs_login=_needs_login,
-    mcp="claude",
-    # wait_for_prompt long-polls for up to 300 s: give MCP tool calls room beyond that.
-    extra_env={"MCP_TOOL_TIMEOUT": "330000"},
-    headless=Headless(_headless, parser="claude"),
+    # A per-run --mcp-config file in the session folder (the user's files are never touched), and
+    # --allowedTools so tool calls do not stop at a permission dialog.
+    mcp=PerRunConfig(
+        flag="--mcp-config",
+        document=mcpconf.claude_config,
+        extra_args=("--allowedTools", f"mcp__{mcpconf.NAME}"),
+        user_file=_user_file,
+    ),
+    hooks=PerRunHooks(
+        cli="claude", flag="--settings", events=("SessionStart", "UserPromptSubmit", "Stop", "Notification")
+    ),
+    tokens=claude_counter,
+    # wait_for_prompt long-polls: give MCP tool calls room beyond that.
+    extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
+    headless=Headless(_headless, parser=lambda: StreamParser(apply_claude)),
 )

@@ -8,6 +8,7 @@ recorded screens). Model, provider and credentials come from codex's own configu
 from __future__ import annotations
 
 from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless
+from waaah_agent.core.streams import StreamParser, apply_codex
 
 
 def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
@@ -34,5 +35,5 @@ ADAPTER = Adapter(
     rules=HEADLESS_ONLY_RULES,
     tested_version="0.169.0",
     interactive=False,
-    headless=Headless(_headless, parser="codex", own_session_ids=False),
+    headless=Headless(_headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False),
 )

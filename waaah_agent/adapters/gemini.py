@@ -8,6 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.core import mcpconf
+from waaah_agent.core.streams import StreamParser, apply_gemini
+from waaah_agent.core.tokens import gemini_counter
+from waaah_agent.runtime.mcp_setup import UserSettings
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -17,6 +21,12 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     for path in chats.glob(f"*/chats/session-*-{session_id[:8]}*.json*"):
         return path
     return None
+
+
+def _settings_path(env: Mapping[str, str]) -> Path:
+    """The user settings gemini always reads (workspace settings only in trusted folders)."""
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or "~").expanduser()
+    return home / ".gemini" / "settings.json"
 
 
 def _needs_login(env: Mapping[str, str]) -> bool:
@@ -76,9 +86,10 @@ ADAPTER = Adapter(
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
     needs_login=_needs_login,
-    mcp="gemini",
+    mcp=UserSettings(path=_settings_path, entry=mcpconf.gemini_entry),
+    tokens=gemini_counter,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
-    headless=Headless(_headless, parser="gemini"),
+    headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini)),
 )

@@ -8,6 +8,7 @@ configuration (``opencode.json``, ``opencode auth login``).
 from __future__ import annotations
 
 from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless
+from waaah_agent.core.streams import StreamParser, apply_opencode
 
 
 def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
@@ -34,5 +35,7 @@ ADAPTER = Adapter(
     rules=HEADLESS_ONLY_RULES,
     tested_version="1.18.33",
     interactive=False,
-    headless=Headless(_headless, parser="opencode", own_session_ids=False, stdin_prompt=True),
+    headless=Headless(
+        _headless, parser=lambda: StreamParser(apply_opencode), own_session_ids=False, stdin_prompt=True
+    ),
 )

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from waaah_agent.core.detect import Reading
+from waaah_agent.core.inbox_records import HookRecord, TapRecord
 
 CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
 
@@ -93,26 +94,6 @@ class Keys:
 
 
 @dataclass(frozen=True)
-class Tap:
-    """The MCP proxy reports a tool call starting or ending."""
-
-    event: str  # "tool_start" | "tool_end"
-    tool: str
-    call: tuple[object, object]  # (proxy pid, call id): one call
-    outcome: str | None = None  # "ok" | "error" | "task" | "idle" | "evict"
-    evict_action: str | None = None
-    fields: Mapping[str, Any] = field(default_factory=dict)  # for the record
-
-
-@dataclass(frozen=True)
-class Hook:
-    """One of the CLI's own hooks fired (claude: UserPromptSubmit, Stop, ...)."""
-
-    name: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Tick:
     """Time passed: deadlines at or before now are due."""
 
@@ -154,8 +135,8 @@ Event = (
     Began
     | Observed
     | Keys
-    | Tap
-    | Hook
+    | TapRecord  # the MCP proxy: a tool call starts or ends
+    | HookRecord  # one of the CLI's own hooks fired (claude: UserPromptSubmit, Stop, ...)
     | Tick
     | ChildExited
     | StopAsked

@@ -11,21 +11,42 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from waaah_agent.core.kinds import StrEnum
 from waaah_agent.core.limits import parse_reset
 from waaah_agent.core.streams import StreamSummary
 
-# The error types of the `waaah run` envelope.
-TIMEOUT = "timeout"
-RATE_LIMIT = "rate_limit"
-AUTH = "auth"
-INVALID_MODEL = "invalid_model"
-INVALID_SESSION = "invalid_session"
-CRASH = "crash"
-TRANSIENT = "transient"
-INVALID_INPUT = "invalid_input"
-INTERRUPTED = "interrupted"
 
-RECOVERABLE = {TIMEOUT: True, RATE_LIMIT: True, TRANSIENT: True, CRASH: True, INTERRUPTED: True}
+class ErrorType(StrEnum):
+    """The error types of the `waaah run` envelope (``error_type``, an attempt's ``outcome``)."""
+
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    AUTH = "auth"
+    INVALID_MODEL = "invalid_model"
+    INVALID_SESSION = "invalid_session"
+    CRASH = "crash"
+    TRANSIENT = "transient"
+    INVALID_INPUT = "invalid_input"
+    INTERRUPTED = "interrupted"
+
+
+TIMEOUT = ErrorType.TIMEOUT
+RATE_LIMIT = ErrorType.RATE_LIMIT
+AUTH = ErrorType.AUTH
+INVALID_MODEL = ErrorType.INVALID_MODEL
+INVALID_SESSION = ErrorType.INVALID_SESSION
+CRASH = ErrorType.CRASH
+TRANSIENT = ErrorType.TRANSIENT
+INVALID_INPUT = ErrorType.INVALID_INPUT
+INTERRUPTED = ErrorType.INTERRUPTED
+
+RECOVERABLE: dict[ErrorType, bool] = {
+    TIMEOUT: True,
+    RATE_LIMIT: True,
+    TRANSIENT: True,
+    CRASH: True,
+    INTERRUPTED: True,
+}
 
 _AUTH = re.compile(
     r"(?i)not logged in|please run /login|failed to authenticate|authentication_error|unauthenticated|"
@@ -60,7 +81,7 @@ _TRANSIENT = re.compile(
 
 @dataclass(frozen=True)
 class Failure:
-    type: str
+    type: ErrorType
     message: str
     recoverable: bool
     exit_code: int | None  # the CLI's, None when it was stopped (timeout, interrupt)
@@ -87,7 +108,7 @@ def classify(
     status = summary.error_status
     message = _first_line(cli_error) or _first_line(tail) or f"the CLI exited with code {exit_code}"
 
-    def failure(kind: str, reset: datetime | None = None) -> Failure:
+    def failure(kind: ErrorType, reset: datetime | None = None) -> Failure:
         return Failure(kind, message, RECOVERABLE.get(kind, False), exit_code, reset)
 
     kind = summary.error_kind.lower()

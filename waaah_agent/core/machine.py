@@ -30,7 +30,6 @@ from waaah_agent.core.events import (
     Event,
     ExitInfo,
     Finish,
-    Hook,
     Instant,
     Keys,
     Look,
@@ -46,11 +45,11 @@ from waaah_agent.core.events import (
     SignalAgent,
     StopAsked,
     StopReason,
-    Tap,
     Tick,
     Title,
     Type,
 )
+from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapOutcome, TapRecord
 from waaah_agent.core.policy import (
     CONTINUE_PROMPT,
     HEARTBEAT_PROMPT,
@@ -101,7 +100,7 @@ class Machine:
         self.stall = StallWatch(cfg.policy) if cfg.policy else None
         self.due: dict[Due, float] = {}
         self.state = AgentState.STARTING
-        self.waits_in_flight: set[tuple[object, object]] = set()
+        self.waits_in_flight: set[tuple[int, int]] = set()
         self.last_output = now
         self.last_user_input: float | None = None
         self.last_reading = Reading()
@@ -125,9 +124,9 @@ class Machine:
             self._tick(t)
         elif isinstance(event, Keys):
             self._keys(event.data, t.mono)
-        elif isinstance(event, Tap):
+        elif isinstance(event, TapRecord):
             self._tap(event, t.mono)
-        elif isinstance(event, Hook):
+        elif isinstance(event, HookRecord):
             self._hook(event, t.mono)
         elif isinstance(event, ChildExited):
             self._exited(event.status)
@@ -402,31 +401,33 @@ class Machine:
         self._notice(f"Ctrl+C menu: {choice}")
 
     # -- the MCP tap, hooks, the server ----------------------------------------------------
-    def _tap(self, tap: Tap, now: float) -> None:
-        self._record(f"mcp-{tap.event}", **tap.fields)
+    def _tap(self, tap: TapRecord, now: float) -> None:
+        self._record(f"mcp-{tap.event.value}", **tap.event_fields())
         if self.stall is not None:
             self.stall.saw_activity(now)
         if tap.tool == "wait_for_prompt":
-            if tap.event == "tool_start":
-                self.waits_in_flight.add(tap.call)
+            call = (tap.pid, tap.call_id)
+            if tap.event is TapEvent.START:
+                self.waits_in_flight.add(call)
                 if self.nudger is not None:
                     self.nudger.saw_wait()
             else:
-                self.waits_in_flight.discard(tap.call)
-        if tap.outcome == "evict":
+                self.waits_in_flight.discard(call)
+        if tap.outcome is TapOutcome.EVICT:
             action = tap.evict_action or "SHUTDOWN"
             reason = StopReason.EVICT if action == "SHUTDOWN" else StopReason.RESTART
             self._stop(reason, f"the WAAAH server evicted this agent ({action})", now)
 
-    def _hook(self, hook: Hook, now: float) -> None:
+    def _hook(self, hook: HookRecord, now: float) -> None:
         """The CLI's own hooks: the strongest evidence of a prompt taken and a turn ended."""
-        self._record(f"hook-{hook.name}", **hook.fields)
+        name = hook.hook_event_name or "unknown"
+        self._record(f"hook-{name}", **hook.event_fields())
         if self.stall is not None:
             self.stall.saw_activity(now)
-        if hook.name == "UserPromptSubmit" and self.delivering:
+        if name == "UserPromptSubmit" and self.delivering:
             self.hook_confirmed = True
             self._look(now)
-        elif hook.name == "Stop" and self.nudger is not None:
+        elif name == "Stop" and self.nudger is not None:
             self.nudger.turn_ended(now)
             self._look(now + 0.1)
 

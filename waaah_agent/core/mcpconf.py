@@ -9,9 +9,14 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from waaah_agent.settings import API_KEY, SERVER_URL, proxy_env
+
 NAME = "waaah"
-# Long enough for a 300 s wait_for_prompt long poll plus the proxy's own margin.
-TOOL_TIMEOUT_MS = 330_000
+#: The longest wait_for_prompt long poll the WAAAH server holds a call, in seconds.
+LONG_POLL_SECONDS = 300
+#: How long a CLI (and our proxy) waits for one tool call: the long poll plus a margin.
+TOOL_TIMEOUT_SECONDS = LONG_POLL_SECONDS + 30
+TOOL_TIMEOUT_MS = TOOL_TIMEOUT_SECONDS * 1000
 
 
 @dataclass(frozen=True)
@@ -19,13 +24,6 @@ class ExistingEntry:
     kind: str  # "ours" (waaah mcp-proxy), "upstream" (the Node waaah-proxy), "other"
     url: str | None
     has_key: bool
-
-
-def proxy_env(url: str, api_key: str | None) -> dict[str, str]:
-    env = {"WAAAH_SERVER_URL": url}
-    if api_key:
-        env["WAAAH_API_KEY"] = api_key
-    return env
 
 
 def gemini_entry(command: list[str], url: str, api_key: str | None) -> dict[str, Any]:
@@ -59,8 +57,8 @@ def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
         kind = "upstream"
     else:
         kind = "other"
-    url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get("WAAAH_SERVER_URL")
-    return ExistingEntry(kind, url, bool(env.get("WAAAH_API_KEY")))
+    url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get(SERVER_URL)
+    return ExistingEntry(kind, url, bool(env.get(API_KEY)))
 
 
 def with_entry(settings: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:

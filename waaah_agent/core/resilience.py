@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
+from waaah_agent.core.kinds import StrEnum
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ def next_step(
 COUNTED = (F.TRANSIENT, F.TIMEOUT, F.CRASH, F.RATE_LIMIT, F.AUTH)
 
 
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half-open"
+
+
 @dataclass(frozen=True)
 class BreakerConfig:
     threshold: int = 3  # consecutive failures that open it
@@ -113,13 +120,13 @@ class Breaker:
     last_error: str = ""
     config: BreakerConfig = field(default_factory=BreakerConfig)
 
-    def state(self, now: float) -> str:
+    def state(self, now: float) -> BreakerState:
         if self.opened_at is None:
-            return "closed"
-        return "half-open" if now - self.opened_at >= self.config.cooldown else "open"
+            return BreakerState.CLOSED
+        return BreakerState.HALF_OPEN if now - self.opened_at >= self.config.cooldown else BreakerState.OPEN
 
     def allows(self, now: float) -> bool:
-        return self.state(now) != "open"
+        return self.state(now) is not BreakerState.OPEN
 
     def retry_at(self) -> float | None:
         return None if self.opened_at is None else self.opened_at + self.config.cooldown

@@ -445,15 +445,3 @@ def apply_opencode(event: dict[str, Any], s: StreamSummary) -> None:
         s.error = str(data.get("message") or error.get("name") or "opencode reported an error")
         s.error_kind = str(error.get("name") or "")
         s.error_status = _int(data.get("statusCode")) or s.error_status
-
-
-PARSERS: dict[str, Apply] = {
-    "gemini": apply_gemini,
-    "claude": apply_claude,
-    "codex": apply_codex,
-    "opencode": apply_opencode,
-}
-
-
-def parser_for(agent: str) -> StreamParser:
-    return StreamParser(PARSERS[agent])

@@ -27,11 +27,9 @@ Either way ``input`` is every prompt token the model read (``cached`` of them fr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-Cli = Literal["claude", "gemini"]
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,11 @@ def _records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             yield record
 
 
-def _claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+#: One transcript record -> the (message id, usage) pairs it holds.
+Entries = Callable[[dict[str, Any]], Iterator[tuple[str, "Usage"]]]
+
+
+def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
     if record.get("type") != "assistant":
         return
     message = record.get("message")
@@ -107,7 +109,7 @@ def _gemini_message(message: Any) -> tuple[str, Usage] | None:
     )
 
 
-def _gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
     changes = record.get("$set")
     messages = changes.get("messages") if isinstance(changes, dict) else [record]
     if not isinstance(messages, list):
@@ -118,9 +120,6 @@ def _gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
             yield entry
 
 
-_ENTRIES = {"claude": _claude_entries, "gemini": _gemini_entries}
-
-
 @dataclass
 class UsageCounter:
     """Running token totals of one CLI's session file, fed its lines as the file grows.
@@ -129,15 +128,14 @@ class UsageCounter:
     updated record of it) replaces its earlier numbers instead of adding to them. Feed whole lines
     only: keep a trailing line without its newline back until it is complete."""
 
-    cli: Cli
+    entries: Entries
     total: Usage = Usage()
     _seen: dict[str, Usage] = field(default_factory=dict, repr=False)
 
     def feed(self, lines: Iterable[str]) -> Usage:
         """Take more lines; returns the totals so far. Malformed or unrelated lines are skipped."""
-        entries = _ENTRIES[self.cli]
         for record in _records(lines):
-            for key, usage in entries(record):
+            for key, usage in self.entries(record):
                 previous = self._seen.get(key)
                 self._seen[key] = usage
                 self.total = self.total + usage - (previous or Usage())
@@ -149,11 +147,21 @@ class UsageCounter:
         return len(self._seen)
 
 
+def claude_counter() -> UsageCounter:
+    """A counter for a claude transcript."""
+    return UsageCounter(claude_entries)
+
+
+def gemini_counter() -> UsageCounter:
+    """A counter for a gemini session file."""
+    return UsageCounter(gemini_entries)
+
+
 def claude_usage(lines: Iterable[str]) -> Usage:
     """Total token usage of a claude transcript (JSONL lines)."""
-    return UsageCounter("claude").feed(lines)
+    return claude_counter().feed(lines)
 
 
 def gemini_usage(lines: Iterable[str]) -> Usage:
     """Total token usage of a gemini session file (JSONL lines)."""
-    return UsageCounter("gemini").feed(lines)
+    return gemini_counter().feed(lines)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from waaah_agent import settings
 from waaah_agent.runtime.waaah import agent_status, check_server
 
 
@@ -68,7 +69,7 @@ class ServerWatch(threading.Thread):
         url: str,
         api_key: str | None,
         agent_id: str,
-        every: float = 30.0,
+        every: float = settings.SERVER_CHECK_EVERY,
         check: Callable[..., Any] = check_server,
     ) -> None:
         super().__init__(name="waaah-server-watch", daemon=True)

@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
-from waaah_agent.errors import UsageError, WorkflowNotFound
-from waaah_agent.runtime import mcp_setup
+from waaah_agent.errors import WorkflowNotFound
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
 
@@ -64,13 +63,14 @@ def check_breaker(name: str) -> Check:
     """The `waaah run` circuit breaker of this CLI (shared by all runs of this user)."""
     import time
 
+    from waaah_agent.core.resilience import BreakerState
     from waaah_agent.runtime import runlog
 
     store = runlog.BreakerStore()
     breaker = store.get(name)
     now = time.time()
     line = runlog.breaker_line(name, breaker, now)
-    if breaker.state(now) == "closed":
+    if breaker.state(now) is BreakerState.CLOSED:
         return Check(f"{name} run breaker", "ok", line)
     return Check(
         f"{name} run breaker",
@@ -122,46 +122,37 @@ def check_login(adapter: Adapter, env: Mapping[str, str]) -> Check:
 
 def check_mcp_entry(adapter: Adapter, env: Mapping[str, str]) -> Check:
     name = f"{adapter.name} MCP entry"
-    if adapter.mcp == "claude":
-        return Check(name, "ok", "given per run with --mcp-config (your files are not touched)")
-    try:
-        entry = mcp_setup.existing_entry("gemini", env)
-    except UsageError as err:
-        return Check(name, "fail", str(err), "fix the JSON of that file")
-    where = mcp_setup.gemini_settings_path(env)
-    if entry is None:
-        return Check(
-            name, "warn", f"no waaah entry in {where}", "waaah agent adds it on start (with a backup)"
-        )
-    if entry.kind == "ours":
-        return Check(name, "ok", f"waaah mcp-proxy -> {entry.url} ({where})")
-    return Check(
-        name,
-        "warn",
-        f"{entry.kind} proxy -> {entry.url} ({where})",
-        "waaah agent replaces it with waaah mcp-proxy",
-    )
+    if adapter.mcp is None:
+        return Check(name, "ok", "not used (waaah gives this CLI no MCP server)")
+    finding = adapter.mcp.doctor(env)
+    return Check(name, finding.status, finding.detail, finding.fix)
 
 
 def check_server_reachable(
     env: Mapping[str, str], server: str | None, api_key: str | None, agents: list[str]
 ) -> Check:
-    url = server or env.get("WAAAH_SERVER_URL")
+    given = settings.server_url(server, env)
+    url = given[0] if given else None
     if not url:
         for name in agents:
             adapter = adapters.registry()[name]
-            entry = mcp_setup.existing_entry(adapter.mcp, env) if adapter.mcp else None
+            entry = adapter.mcp.existing(env) if adapter.mcp else None
             if entry is not None and entry.url:
                 url = entry.url
                 break
     if not url:
-        return Check("WAAAH server", "warn", "not configured", "pass --server URL or set WAAAH_SERVER_URL")
-    health = check_server(url, api_key or env.get("WAAAH_API_KEY"))
+        return Check(
+            "WAAAH server", "warn", "not configured", f"pass --server URL or set {settings.SERVER_URL}"
+        )
+    health = check_server(url, settings.api_key(api_key, env))
     if health.ok:
         return Check("WAAAH server", "ok", f"{url} reachable, key accepted")
     if health.detail == "bad key":
         return Check(
-            "WAAAH server", "fail", f"{url} rejected the API key (401)", "set WAAAH_API_KEY or --api-key"
+            "WAAAH server",
+            "fail",
+            f"{url} rejected the API key (401)",
+            f"set {settings.API_KEY} or --api-key",
         )
     return Check("WAAAH server", "fail", f"{url} {health.detail}", "start the server or fix the URL")
 

@@ -2,6 +2,7 @@
 
 watchdog's observer thread only posts a wake-up to the loop's mailbox; the loop itself
 reads the new complete lines from its own offset, so a line is never read twice or half.
+Each line becomes a typed record (core/inbox_records.py); a line that is not one is skipped.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from waaah_agent.core.inbox_records import InboxRecord, parse
 from waaah_agent.runtime.background import Mailbox
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Inbox:
     def stop(self) -> None:
         self._observer.stop()
 
-    def read_new(self) -> list[dict[str, Any]]:
+    def read_new(self) -> list[InboxRecord]:
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self._offset)
@@ -70,10 +71,11 @@ class Inbox:
         records = []
         for line in chunk[:end].splitlines():
             try:
-                record = json.loads(line)
+                record = parse(json.loads(line))
             except ValueError:
+                record = None
+            if record is None:
                 log.warning("ignoring a malformed inbox line in %s", self.path)
                 continue
-            if isinstance(record, dict):
-                records.append(record)
+            records.append(record)
         return records

@@ -291,8 +291,7 @@ class Supervisor:
             data = message.data
             if message.kind == "inbox":
                 for record in self.inbox.read_new() if self.inbox else []:
-                    if (event := inbox_event(record)) is not None:
-                        self.tell(event)
+                    self.tell(record)
             elif message.kind == "server":
                 self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
             elif message.kind == "agent-status":
@@ -346,24 +345,6 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         status = self.child.status() if not self.child.alive() else None
         self.tell(ev.ChildExited(status))
-
-
-def inbox_event(record: dict[str, object]) -> ev.Tap | ev.Hook | None:
-    """The machine's event for one inbox line (a CLI hook or the MCP tap), if it is one."""
-    if record.get("source") == "hook":
-        fields = {k: v for k, v in record.items() if k in ("session_id", "notification_type", "message")}
-        return ev.Hook(str(record.get("hook_event_name") or "unknown"), fields)
-    if record.get("source") != "mcp":
-        return None
-    outcome, action = record.get("outcome"), record.get("evict_action")
-    return ev.Tap(
-        event=str(record.get("event", "unknown")),
-        tool=str(record.get("tool") or ""),
-        call=(record.get("pid"), record.get("call_id")),
-        outcome=str(outcome) if outcome is not None else None,
-        evict_action=str(action) if action else None,
-        fields={k: v for k, v in record.items() if k not in ("source", "event", "ts")},
-    )
 
 
 class Interest:

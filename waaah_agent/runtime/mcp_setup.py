@@ -1,12 +1,19 @@
-"""Configure the waaah MCP server where each CLI really reads it, and check the server.
+"""Give a CLI the waaah MCP server (and hooks) where it really reads them, and check the server.
 
-gemini: ``mcpServers.waaah`` in ``~/.gemini/settings.json``. The user-level file is the one
-gemini always reads: workspace settings are ignored in folders gemini does not trust, and
-writing into the workspace would put a key into the user's repository. Every edit is a
-read-modify-write that keeps all other keys, with a timestamped backup first and an atomic
-replace, mode 0600 when the entry holds a key.
-claude: a per-run ``--mcp-config <file>`` in the session folder (the user's files are never
-touched) plus ``--allowedTools mcp__waaah`` so tool calls do not stop at a permission dialog.
+Two ways, each an object an adapter picks and fills with its CLI's paths and flags:
+
+* :class:`UserSettings`: the CLI reads MCP servers only from a settings file of the user's
+  (gemini: ``mcpServers.waaah`` in ``~/.gemini/settings.json``, the one file it always reads:
+  workspace settings are ignored in folders it does not trust, and writing into the workspace
+  would put a key into the user's repository). Every edit is a read-modify-write that keeps all
+  other keys, with a timestamped backup first and an atomic replace, mode 0600 when the entry
+  holds a key.
+* :class:`PerRunConfig`: the CLI takes a config file per run (claude: ``--mcp-config <file>`` in
+  the session folder, plus ``--allowedTools mcp__waaah`` so tool calls do not stop at a
+  permission dialog); the user's files are never touched.
+
+:class:`PerRunHooks` gives a CLI per-run hooks (claude: ``--settings <file>``) that report to the
+session inbox.
 """
 
 from __future__ import annotations
@@ -15,17 +22,18 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Protocol
 
+from waaah_agent import settings
 from waaah_agent.core import mcpconf
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.runtime.waaah import Health
 
-DEFAULT_URL = "http://localhost:3456"
 PROXY_COMMAND = [sys.executable, "-m", "waaah_agent.cli"]
 
 
@@ -45,11 +53,6 @@ class McpPlan:
     health: str | None  # the first check's detail ("ok", "unreachable: ...", "bad key")
 
 
-def gemini_settings_path(env: Mapping[str, str]) -> Path:
-    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or "~").expanduser()
-    return home / ".gemini" / "settings.json"
-
-
 def read_json(path: Path) -> dict[str, object]:
     if not path.exists():
         return {}
@@ -62,16 +65,6 @@ def read_json(path: Path) -> dict[str, object]:
     return data
 
 
-def existing_entry(adapter_mcp: str, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-    if adapter_mcp == "gemini":
-        return mcpconf.find_entry(read_json(gemini_settings_path(env)))
-    claude_json = Path(env.get("HOME") or "~").expanduser() / ".claude.json"
-    try:
-        return mcpconf.find_entry(read_json(claude_json))
-    except UsageError:
-        return None  # claude's own file; not ours to judge
-
-
 def choose_server(
     flag_url: str | None,
     flag_key: str | None,
@@ -80,28 +73,101 @@ def choose_server(
     interactive: bool,
     ask: object,
 ) -> ServerChoice:
-    key = flag_key or env.get("WAAAH_API_KEY") or None
-    if flag_url:
-        return ServerChoice(flag_url, key, "--server")
-    if env.get("WAAAH_SERVER_URL"):
-        return ServerChoice(env["WAAAH_SERVER_URL"], key, "WAAAH_SERVER_URL")
+    key = settings.api_key(flag_key, env)
+    given = settings.server_url(flag_url, env)
+    if given is not None:
+        return ServerChoice(given[0], key, given[1])
     if existing is not None and existing.url:
         return ServerChoice(existing.url, key, f"the existing {existing.kind} waaah MCP entry")
     if not interactive:
         raise UsageError(
             "no WAAAH server configured: pass --server URL (and --api-key KEY), "
-            "set WAAAH_SERVER_URL / WAAAH_API_KEY, or run without MCP with --no-mcp"
+            f"set {settings.SERVER_URL} / {settings.API_KEY}, or run without MCP with --no-mcp"
         )
-    url = str(ask(f"WAAAH server address [{DEFAULT_URL}]: ")).strip() or DEFAULT_URL  # type: ignore[operator]
+    default = settings.DEFAULT_SERVER_URL
+    url = str(ask(f"WAAAH server address [{default}]: ")).strip() or default  # type: ignore[operator]
     key = key or str(ask("WAAAH API key (optional, Enter for none): ")).strip() or None  # type: ignore[operator]
     return ServerChoice(url, key, "asked")
 
 
-def install_gemini(env: Mapping[str, str], server: ServerChoice, now: datetime) -> list[str]:
-    """Put our entry into gemini's user settings; return notes for the user (empty if unchanged)."""
-    path = gemini_settings_path(env)
+@dataclass(frozen=True)
+class Given:
+    """What giving the server to one run did: notes for the user, arguments for the CLI."""
+
+    notes: list[str]
+    args: list[str]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What `waaah doctor` says about a CLI's waaah MCP entry."""
+
+    status: str  # "ok", "warn", "fail"
+    detail: str
+    fix: str = ""
+
+
+class McpGiver(Protocol):
+    """How one CLI is given the waaah MCP server (``Adapter.mcp``)."""
+
+    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
+        """The waaah entry the user already has (its URL is the server's default); raises
+        UsageError when a file that is ours to edit cannot be read."""
+        ...
+
+    def give(
+        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
+    ) -> Given:
+        """Point this run of the CLI at our proxy for ``server``."""
+        ...
+
+    def doctor(self, env: Mapping[str, str]) -> Finding:
+        """Where the CLI's entry stands now, for `waaah doctor`."""
+        ...
+
+
+@dataclass(frozen=True)
+class UserSettings:
+    """The waaah entry goes into a JSON settings file of the user's, every other key kept."""
+
+    #: The settings file, from the environment (HOME and the CLI's own variables).
+    path: Callable[[Mapping[str, str]], Path]
+    #: The entry: (proxy command, server URL, API key) -> the dict under ``mcpServers.waaah``.
+    entry: Callable[[list[str], str, str | None], dict[str, Any]]
+    #: The clock that stamps backups (a test passes a fixed one).
+    now: Callable[[], datetime] = datetime.now
+
+    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
+        return mcpconf.find_entry(read_json(self.path(env)))
+
+    def give(
+        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
+    ) -> Given:
+        entry = self.entry(PROXY_COMMAND, server.url, server.api_key)
+        return Given(install_entry(self.path(env), entry, server, self.now()), [])
+
+    def doctor(self, env: Mapping[str, str]) -> Finding:
+        try:
+            entry = self.existing(env)
+        except UsageError as err:
+            return Finding("fail", str(err), "fix the JSON of that file")
+        where = self.path(env)
+        if entry is None:
+            return Finding(
+                "warn", f"no waaah entry in {where}", "waaah agent adds it on start (with a backup)"
+            )
+        if entry.kind == "ours":
+            return Finding("ok", f"waaah mcp-proxy -> {entry.url} ({where})")
+        return Finding(
+            "warn",
+            f"{entry.kind} proxy -> {entry.url} ({where})",
+            "waaah agent replaces it with waaah mcp-proxy",
+        )
+
+
+def install_entry(path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime) -> list[str]:
+    """Put ``entry`` into the settings file at ``path``; return notes for the user (empty if unchanged)."""
     settings = read_json(path)
-    entry = mcpconf.gemini_entry(PROXY_COMMAND, server.url, server.api_key)
     servers = settings.get("mcpServers")
     if isinstance(servers, dict) and servers.get(mcpconf.NAME) == entry:
         return []
@@ -120,24 +186,56 @@ def install_gemini(env: Mapping[str, str], server: ServerChoice, now: datetime) 
     return notes
 
 
-def install_claude(session_dir: Path, server: ServerChoice, per_run_env: Mapping[str, str]) -> list[str]:
-    """Write the per-run MCP config; return the CLI args that load it."""
-    path = session_dir / "mcp.json"
-    env = {**mcpconf.proxy_env(server.url, server.api_key), **per_run_env}
-    atomic_write(path, json.dumps(mcpconf.claude_config(PROXY_COMMAND, env), indent=2) + "\n", 0o600)
-    return ["--mcp-config", str(path), "--allowedTools", f"mcp__{mcpconf.NAME}"]
+@dataclass(frozen=True)
+class PerRunConfig:
+    """A config file per run in the session folder, named to the CLI by a flag."""
+
+    #: The flag that names the file, e.g. ``--mcp-config``.
+    flag: str
+    #: The file's document: (proxy command, the proxy's environment) -> JSON object.
+    document: Callable[[list[str], dict[str, str]], dict[str, Any]]
+    #: Arguments given with it, e.g. ``--allowedTools mcp__waaah``.
+    extra_args: tuple[str, ...] = ()
+    #: A file of the CLI's own that may hold a waaah entry; only its URL is used.
+    user_file: Callable[[Mapping[str, str]], Path] | None = None
+
+    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
+        if self.user_file is None:
+            return None
+        try:
+            return mcpconf.find_entry(read_json(self.user_file(env)))
+        except UsageError:
+            return None  # the CLI's own file; not ours to judge
+
+    def give(
+        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
+    ) -> Given:
+        path = session_dir / "mcp.json"
+        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
+        atomic_write(path, json.dumps(self.document(PROXY_COMMAND, proxy_env), indent=2) + "\n", 0o600)
+        return Given([], [self.flag, str(path), *self.extra_args])
+
+    def doctor(self, env: Mapping[str, str]) -> Finding:
+        return Finding("ok", f"given per run with {self.flag} (your files are not touched)")
 
 
-CLAUDE_HOOKS = ("SessionStart", "UserPromptSubmit", "Stop", "Notification")
+@dataclass(frozen=True)
+class PerRunHooks:
+    """Hooks given per run in a settings file, each running ``python -m waaah_agent.hook <cli>``,
+    which appends the event to the session inbox (``Adapter.hooks``)."""
 
+    cli: str
+    #: The flag that names the settings file, e.g. ``--settings``.
+    flag: str
+    #: The hook events to report, e.g. ``Stop``.
+    events: tuple[str, ...]
 
-def claude_hook_args(session_dir: Path) -> list[str]:
-    """A per-run ``--settings`` file whose hooks report to the session inbox."""
-    command = " ".join([sys.executable, "-m", "waaah_agent.hook", "claude"])
-    hooks = {name: [{"hooks": [{"type": "command", "command": command}]}] for name in CLAUDE_HOOKS}
-    path = session_dir / "claude-settings.json"
-    atomic_write(path, json.dumps({"hooks": hooks}, indent=2) + "\n", 0o600)
-    return ["--settings", str(path)]
+    def args(self, session_dir: Path) -> list[str]:
+        command = " ".join([sys.executable, "-m", "waaah_agent.hook", self.cli])
+        hooks = {name: [{"hooks": [{"type": "command", "command": command}]}] for name in self.events}
+        path = session_dir / f"{self.cli}-settings.json"
+        atomic_write(path, json.dumps({"hooks": hooks}, indent=2) + "\n", 0o600)
+        return [self.flag, str(path)]
 
 
 def server_warning(server: ServerChoice, health: Health) -> str | None:
@@ -146,6 +244,6 @@ def server_warning(server: ServerChoice, health: Health) -> str | None:
     if health.detail == "bad key":
         return (
             f"WAAAH server at {server.url} rejected the API key (HTTP 401): "
-            "set the right one with --api-key or WAAAH_API_KEY"
+            f"set the right one with --api-key or {settings.API_KEY}"
         )
     return f"Cannot connect to WAAAH server at {server.url}. Agent will run without MCP."

@@ -25,15 +25,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter, Headless
 from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import RetryConfig, next_step
-from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens, parser_for
-from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError
+from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
+from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
 from waaah_agent.runtime import runlog
 from waaah_agent.runtime.child import _die_with_parent
 from waaah_agent.runtime.session import find_binary
@@ -41,22 +41,8 @@ from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
 ARGV_PROMPT_LIMIT = 30 * 1024
-DEFAULT_AGENT = "gemini"
 KILL_GRACE = 3.0
 STDERR_KEEP = 64 * 1024
-
-#: Process exit codes of `waaah run`, by error type (the envelope's `exit_code`).
-EXIT_BY_TYPE = {
-    F.INVALID_INPUT: 2,
-    F.AUTH: 6,
-    F.INVALID_SESSION: 7,
-    F.TIMEOUT: 12,
-    F.RATE_LIMIT: 13,
-    F.INVALID_MODEL: 14,
-    F.CRASH: 15,
-    F.TRANSIENT: 16,
-    F.INTERRUPTED: 130,
-}
 
 
 @dataclass
@@ -66,7 +52,7 @@ class RunOptions:
     model: str | None = None
     session: str | None = None
     parent: str | None = None
-    timeout: float = 600.0
+    timeout: float = settings.RUN_TIMEOUT
     fallback: list[str] = field(default_factory=list)
     context: Path | None = None
     format: str = "json"
@@ -103,11 +89,10 @@ def run_cli(
     env: Mapping[str, str],
     cwd: Path,
     deadline: float,
-    agent: str,
+    parser: StreamParser,
     on_line: Callable[[str], None],
 ) -> Outcome:
     """Run one CLI to its end (or ``deadline``, monotonic) and parse its stream as it comes."""
-    parser = parser_for(agent)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         stdin: int | IO[bytes] = subprocess.DEVNULL
@@ -302,13 +287,11 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             f"unknown session id '{opts.session}': no run with that id in {workspace / '.waaah' / 'runs'} "
             "(see: waaah sessions)"
         )
-    primary = (
-        opts.agent or (resumed.agent if resumed else "") or env.get("WAAAH_DEFAULT_AGENT") or DEFAULT_AGENT
-    )
+    primary = settings.run_agent_name(opts.agent, resumed.agent if resumed else None, env)
     chain = list(dict.fromkeys([primary, *opts.fallback]))
     for name in chain:
         pick(name)
-    parent = opts.parent or env.get("WAAAH_PARENT_ID") or ""
+    parent = settings.parent_id(opts.parent, env)
     if parent and not runlog.known_id(workspace, parent):
         if opts.parent:
             raise SessionNotFound(
@@ -506,7 +489,7 @@ class _Run:
         env = dict(self.env)
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
-        env["WAAAH_PARENT_ID"] = self.log_id  # a nested `waaah run` links under this one
+        env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
         earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
         try:
             outcome = run_cli(
@@ -515,7 +498,7 @@ class _Run:
                 env,
                 self.workspace,
                 self.deadline,
-                headless.parser,
+                headless.parser(),
                 lambda line: self.log.event(n, adapter.name, line),
             )
         except _InterruptedRun as stop:
@@ -556,7 +539,7 @@ class _Run:
         self.last = (agent, outcome.summary)
         self.last_stderr = self.redact(outcome.stderr)
 
-    def envelope(self, error_type: str | None, error: str, recoverable: bool) -> dict[str, Any]:
+    def envelope(self, error_type: F.ErrorType | None, error: str, recoverable: bool) -> dict[str, Any]:
         agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
         last = next((a for a in reversed(self.attempts) if a.outcome != "skipped"), None)
         envelope: dict[str, Any] = {
@@ -580,7 +563,7 @@ class _Run:
                 error=self.redact(error),
                 error_type=error_type,
                 recoverable=recoverable,
-                exit_code=EXIT_BY_TYPE.get(error_type, 1),
+                exit_code=run_exit_code(error_type),
             )
         return envelope
 
@@ -588,6 +571,10 @@ class _Run:
 def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
     """The running token total that the last attempt logged in ``path`` with ``agent`` reported
     for ``session_id``, for CLIs whose usage is the session's running total (codex); else None."""
+    adapter = adapters.registry().get(agent)
+    if adapter is None or adapter.headless is None:
+        return None
+    new_parser = adapter.headless.parser
     parsers: dict[tuple[int, int], StreamParser] = {}
     runs = 0
     try:
@@ -603,7 +590,7 @@ def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
                     runs += 1
                 elif record.get("record") == "event" and record.get("agent") == agent:
                     key = (runs, int(record.get("attempt") or 0))
-                    parser = parsers.setdefault(key, parser_for(agent))
+                    parser = parsers.get(key) or parsers.setdefault(key, new_parser())
                     parser.feed(json.dumps(record.get("event")))
     except OSError:
         return None

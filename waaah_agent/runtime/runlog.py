@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.redact import Redactor
-from waaah_agent.core.resilience import Breaker, BreakerConfig
+from waaah_agent.core.resilience import Breaker, BreakerConfig, BreakerState
 from waaah_agent.runtime import report
 from waaah_agent.runtime.store import atomic_write
 
@@ -336,14 +336,14 @@ class BreakerStore:
 
 def breaker_line(agent: str, breaker: Breaker, now: float) -> str:
     state = breaker.state(now)
-    if state == "closed":
+    if state is BreakerState.CLOSED:
         return (
             f"{agent}: closed ({breaker.failures} failure(s) in a row)"
             if breaker.failures
             else f"{agent}: closed"
         )
     until = datetime.fromtimestamp(breaker.retry_at() or now).astimezone().strftime("%H:%M:%S")
-    if state == "open":
+    if state is BreakerState.OPEN:
         return f"{agent}: OPEN after {breaker.failures} failures in a row, skipped until {until} (last: {breaker.last_error[:120]})"
     return f"{agent}: half-open (the next run tries it once; last: {breaker.last_error[:120]})"
 

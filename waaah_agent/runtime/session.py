@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import BackoffConfig, RestartDecision, Restarts
 from waaah_agent.core.events import Outcome, StopReason
@@ -35,7 +35,6 @@ from waaah_agent.core.lifecycle import (
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.tokens import UsageCounter
 from waaah_agent.errors import (
     AgentFailed,
     CliNotFound,
@@ -69,19 +68,19 @@ from waaah_agent.runtime.workspace import Workflow, find_workflow, git_init, git
 @dataclass
 class AgentOptions:
     start: str
-    workflow: str = "waaah-orc"
+    workflow: str = settings.DEFAULT_WORKFLOW
     resume: bool = False
     workspace: Path | None = None
     extra_args: list[str] = field(default_factory=list)
-    stop_grace: float = 5.0
+    stop_grace: float = settings.STOP_GRACE
     policy: PolicyConfig | None = field(default_factory=PolicyConfig)
     backoff: BackoffConfig = field(default_factory=BackoffConfig)
-    limit_margin: float = 60.0
-    limit_default: float = 1800.0
+    limit_margin: float = settings.LIMIT_MARGIN
+    limit_default: float = settings.LIMIT_DEFAULT
     server: str | None = None
     api_key: str | None = None
     no_mcp: bool = False
-    server_check_every: float = 30.0
+    server_check_every: float = settings.SERVER_CHECK_EVERY
 
 
 @dataclass
@@ -104,7 +103,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     store = SessionStore(workspace / ".waaah" / "sessions")
     session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
     # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
-    child_env["WAAAH_PARENT_ID"] = state.id
+    child_env[settings.PARENT_ID] = state.id
     try:
         plan = setup_mcp(opts, adapter, child_env, session, state, console)
         return supervise(opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan)
@@ -123,17 +122,15 @@ def setup_mcp(
     """Point the CLI at the WAAAH server through our proxy, and check the server once."""
     if adapter.mcp is None or opts.no_mcp:
         return McpPlan(None, [], None)
-    existing = mcp_setup.existing_entry(adapter.mcp, env)
+    existing = adapter.mcp.existing(env)
     server = mcp_setup.choose_server(
         opts.server, opts.api_key, env, existing, console.interactive, console.ask
     )
     state.server_url = server.url
-    per_run = {"WAAAH_AGENT_ID": state.agent_id, "WAAAH_INBOX": str(session.inbox)}
+    per_run = {settings.AGENT_ID: state.agent_id, settings.INBOX: str(session.inbox)}
     env.update(per_run)
-    if adapter.mcp == "gemini":
-        notes, args = mcp_setup.install_gemini(env, server, datetime.now()), []
-    else:
-        notes, args = [], mcp_setup.install_claude(session.path, server, per_run)
+    given = adapter.mcp.give(env, server, session.path, per_run)
+    notes, args = given.notes, given.args
     for note in notes:
         console.say(note)
         session.event("mcp-config", note=note)
@@ -267,7 +264,7 @@ def supervise(
 ) -> int:
     """Run the agent, restarting it after crashes and stalls, until the session really ends."""
     workspace = Path(state.workspace)
-    env.update(WAAAH_SESSION_ID=state.id, WAAAH_INBOX=str(session.inbox))
+    env.update({settings.SESSION_ID: state.id, settings.INBOX: str(session.inbox)})
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
     redactor = Redactor(known_secrets(env))
     logs = SessionLogs(workspace / ".waaah" / "logs", adapter.name, size, redactor)
@@ -331,7 +328,7 @@ class Run:
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
-        hooks = mcp_setup.claude_hook_args(self.session.path) if adapter.name == "claude" else []
+        hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
         first = self.first_prompt(native)
@@ -408,7 +405,7 @@ class Run:
 
     def update_tokens(self) -> None:
         """Token totals from the CLI's own transcript (never from the screen)."""
-        counter = token_counter(self.adapter.name)
+        counter = self.adapter.tokens() if self.adapter.tokens is not None else None
         path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
         if counter is None or path is None:
             return
@@ -422,14 +419,6 @@ class Run:
         self.session.save(self.state)
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
-
-
-def token_counter(agent: str) -> UsageCounter | None:
-    if agent == "claude":
-        return UsageCounter(cli="claude")
-    if agent == "gemini":
-        return UsageCounter(cli="gemini")
-    return None  # no transcript format we know: no made-up numbers
 
 
 def tokens_line(tokens: dict[str, int]) -> str:
@@ -476,7 +465,7 @@ def finish(
     )
     if console.interactive:
         console.say("")  # after the state is safe: our lines start below the agent's screen
-    if token_counter(adapter.name) is not None:
+    if adapter.tokens is not None:
         console.say(
             f"Tokens this session: {tokens_line(state.tokens)} (from {adapter.name}'s own transcript)"
         )

@@ -1,0 +1,49 @@
+"""The session inbox hands the loop typed records and skips lines that are not ones."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapRecord
+from waaah_agent.hook import record_from
+from waaah_agent.mcp_proxy import Inbox as ProxyInbox
+from waaah_agent.mcp_proxy import end_record, start_record
+from waaah_agent.runtime.background import Mailbox
+from waaah_agent.runtime.inbox import Inbox
+
+pytestmark = pytest.mark.timeout(20)
+
+
+def test_read_new_returns_typed_records_and_skips_bad_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "inbox.jsonl"
+    mailbox = Mailbox()
+    inbox = Inbox(path, mailbox)
+    writer = ProxyInbox(path)
+    writer.write(start_record("wait_for_prompt", 1, 1.0, 42))
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("not json\n")
+        fh.write(json.dumps(["a", "list"]) + "\n")
+        fh.write(json.dumps({"ts": 2.0, "source": "mcp", "event": "tool_end", "tool": 5}) + "\n")
+        fh.write(json.dumps(record_from({"hook_event_name": "Stop"}, "claude", 3.0).to_json()) + "\n")
+    writer.write(end_record("wait_for_prompt", 1, 4.0, 42, 3.0, {"outcome": "idle"}))
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"ts": 5.0, "source": "mc')  # half a line: read once it is whole
+    with caplog.at_level(logging.WARNING):
+        records = inbox.read_new()
+    assert [type(r) for r in records] == [TapRecord, HookRecord, TapRecord]
+    first, hook, last = records
+    assert isinstance(first, TapRecord) and first.event is TapEvent.START and first.pid == 42
+    assert isinstance(hook, HookRecord) and hook.hook_event_name == "Stop"
+    assert isinstance(last, TapRecord) and last.outcome == "idle" and last.duration_ms == 3000
+    assert sum("malformed inbox line" in r.message for r in caplog.records) == 3
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('p", "event": "tool_start", "tool": "ack_task", "call_id": 2, "pid": 42}\n')
+    assert [r.tool for r in inbox.read_new() if isinstance(r, TapRecord)] == ["ack_task"]
+    assert inbox.read_new() == []
+    mailbox.close()

@@ -1,0 +1,169 @@
+"""Every default, ``WAAAH_*`` environment variable and flag of waaah, resolved in one place.
+
+Precedence is always: the flag, else the environment variable, else the default. The
+environment comes in as a mapping (``os.environ`` is read only by the command line's entry
+points), so nothing deeper down reads it on its own. The defaults of the supervisor's policy
+and restart budget are the pure ones of core/policy.py and core/backoff.py; every other default
+is defined here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from waaah_agent.core.backoff import BackoffConfig
+from waaah_agent.core.machine import MachineConfig
+from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.errors import UsageError
+
+# ----- environment variables ----------------------------------------------------------------------
+
+SERVER_URL = "WAAAH_SERVER_URL"
+API_KEY = "WAAAH_API_KEY"
+AGENT_ID = "WAAAH_AGENT_ID"  # the supervised agent's id, filled into MCP calls by the proxy
+INBOX = "WAAAH_INBOX"  # the session inbox the proxy and the hooks append to
+SESSION_ID = "WAAAH_SESSION_ID"  # the supervised session, for what the agent runs
+PARENT_ID = "WAAAH_PARENT_ID"  # links a `waaah run` under the session or run that started it
+DEFAULT_AGENT_VAR = "WAAAH_DEFAULT_AGENT"
+LOG_LEVEL = "WAAAH_LOG_LEVEL"
+PROXY_LOG_LEVEL = "WAAAH_PROXY_LOG_LEVEL"
+SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
+LIMIT_MARGIN_SECONDS = "WAAAH_LIMIT_MARGIN_SECONDS"
+LIMIT_DEFAULT_SECONDS = "WAAAH_LIMIT_DEFAULT_SECONDS"
+RESTART_BASE_SECONDS = "WAAAH_RESTART_BASE_SECONDS"
+
+# ----- defaults -------------------------------------------------------------------------------------
+
+_POLICY = PolicyConfig()
+_BACKOFF = BackoffConfig()
+_MACHINE = MachineConfig(agent="", interactive=False)
+
+DEFAULT_SERVER_URL = "http://localhost:3456"
+DEFAULT_AGENT = "gemini"  # `waaah run` without --agent, --session or WAAAH_DEFAULT_AGENT
+DEFAULT_WORKFLOW = "waaah-orc"
+HEARTBEAT = _POLICY.heartbeat  # seconds idle at the prompt before a heartbeat prompt
+STALL_TIMEOUT = _POLICY.stall_timeout  # seconds busy with an unchanged screen before Esc
+STALL_GRACE = _POLICY.stall_grace  # seconds after that Esc before a restart
+RESTART_BUDGET = _BACKOFF.budget  # restarts allowed per RESTART_WINDOW
+RESTART_WINDOW = _BACKOFF.window
+RESTART_BASE = _BACKOFF.base  # the first restart delay
+STOP_GRACE = _MACHINE.stop_grace  # seconds between SIGTERM and SIGKILL
+LIMIT_MARGIN = _MACHINE.limit_margin  # seconds added to a usage limit's stated reset time
+LIMIT_DEFAULT = _MACHINE.limit_default  # wait when a usage limit states no reset time
+SERVER_CHECK_EVERY = 30.0  # seconds between background checks of the WAAAH server
+RUN_TIMEOUT = 600.0  # `waaah run`: one budget for every attempt, wait and fallback
+LOG_LEVEL_DEFAULT = "WARNING"
+
+
+def minutes(seconds: float) -> str:
+    """``1800.0`` -> ``"30 minutes"``, for help texts and messages."""
+    return f"{seconds / 60:g} minutes"
+
+
+# ----- resolution -----------------------------------------------------------------------------------
+
+
+def text(flag: str | None, env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """The flag, else the (non-empty) variable ``name``, else ``default``."""
+    return flag or env.get(name) or default
+
+
+def seconds(env: Mapping[str, str], name: str, default: float, flag: float | None = None) -> float:
+    """A duration: the flag, else the variable ``name``, else ``default``; a value that is not a
+    number of seconds (0 or more) is a UsageError that names the variable."""
+    if flag is not None:
+        return flag
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{name} must be a number of seconds (0 or more), not {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class AgentEnv:
+    """What `waaah agent` takes from the environment (its flags come on top)."""
+
+    server_check_every: float = SERVER_CHECK_EVERY
+    limit_margin: float = LIMIT_MARGIN
+    limit_default: float = LIMIT_DEFAULT
+    restart_base: float = RESTART_BASE
+
+
+def agent_env(env: Mapping[str, str]) -> AgentEnv:
+    return AgentEnv(
+        server_check_every=seconds(env, SERVER_CHECK_SECONDS, SERVER_CHECK_EVERY),
+        limit_margin=seconds(env, LIMIT_MARGIN_SECONDS, LIMIT_MARGIN),
+        limit_default=seconds(env, LIMIT_DEFAULT_SECONDS, LIMIT_DEFAULT),
+        restart_base=seconds(env, RESTART_BASE_SECONDS, RESTART_BASE),
+    )
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """What `waaah mcp-proxy` serves with."""
+
+    server_url: str
+    api_key: str | None
+    agent_id: str | None
+    inbox: Path | None
+    log_level: str
+
+
+def proxy_settings(
+    env: Mapping[str, str],
+    server: str | None = None,
+    api_key: str | None = None,
+    agent_id: str | None = None,
+    inbox: Path | None = None,
+) -> ProxySettings:
+    inbox_var = env.get(INBOX)
+    return ProxySettings(
+        server_url=text(server, env, SERVER_URL, DEFAULT_SERVER_URL) or DEFAULT_SERVER_URL,
+        api_key=text(api_key, env, API_KEY),
+        agent_id=text(agent_id, env, AGENT_ID),
+        inbox=inbox or (Path(inbox_var) if inbox_var else None),
+        log_level=(env.get(PROXY_LOG_LEVEL) or LOG_LEVEL_DEFAULT).upper(),
+    )
+
+
+def proxy_env(url: str, api_key: str | None) -> dict[str, str]:
+    """The environment that points a proxy at a server (written into the CLIs' MCP entries)."""
+    env = {SERVER_URL: url}
+    if api_key:
+        env[API_KEY] = api_key
+    return env
+
+
+def api_key(flag: str | None, env: Mapping[str, str]) -> str | None:
+    return text(flag, env, API_KEY)
+
+
+def server_url(flag: str | None, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The server URL and where it came from (``--server`` or the variable); None when neither."""
+    if flag:
+        return flag, "--server"
+    if env.get(SERVER_URL):
+        return env[SERVER_URL], SERVER_URL
+    return None
+
+
+def run_agent_name(flag: str | None, resumed: str | None, env: Mapping[str, str]) -> str:
+    """`waaah run`'s first CLI: --agent, else the one of --session, else the variable, else gemini."""
+    return flag or resumed or env.get(DEFAULT_AGENT_VAR) or DEFAULT_AGENT
+
+
+def parent_id(flag: str | None, env: Mapping[str, str]) -> str:
+    return text(flag, env, PARENT_ID) or ""
+
+
+def log_level(env: Mapping[str, str]) -> str:
+    return env.get(LOG_LEVEL, LOG_LEVEL_DEFAULT)
