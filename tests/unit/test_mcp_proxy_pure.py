@@ -9,20 +9,18 @@ from pathlib import Path
 import pytest
 
 from waaah_agent.mcp_proxy import (
-    TOOLS,
     Inbox,
     ToolResult,
     classify,
     describe_network_error,
     display_url,
     end_record,
-    fill_arguments,
-    input_schema,
     interpret_http,
     normalize_url,
     one_line,
     start_record,
 )
+from waaah_agent.mcp_tools import TOOLS, fill_arguments, input_schema
 
 pytestmark = pytest.mark.timeout(10)
 

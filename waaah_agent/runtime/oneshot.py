@@ -9,17 +9,12 @@ timeout or Ctrl+C.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import random
-import selectors
 import signal
-import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,14 +30,12 @@ from waaah_agent.core.resilience import RetryConfig, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
 from waaah_agent.runtime import runlog
-from waaah_agent.runtime.child import _die_with_parent
+from waaah_agent.runtime.headless import Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.session import find_binary
 from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
 ARGV_PROMPT_LIMIT = 30 * 1024
-KILL_GRACE = 3.0
-STDERR_KEEP = 64 * 1024
 
 
 @dataclass
@@ -59,152 +52,6 @@ class RunOptions:
     extra_args: list[str] = field(default_factory=list)
     workspace: Path | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
-
-
-@dataclass
-class Outcome:
-    """One CLI process."""
-
-    exit_code: int | None
-    timed_out: bool
-    interrupted: bool
-    stderr: str
-    summary: StreamSummary
-    seconds: float
-    pid: int = 0
-
-
-class Interrupted(Exception):
-    """Ctrl+C (or SIGTERM) while a CLI ran or between attempts."""
-
-
-# --------------------------------------------------------------------------------------------
-# One CLI process
-# --------------------------------------------------------------------------------------------
-
-
-def run_cli(
-    argv: list[str],
-    stdin_data: bytes | None,
-    env: Mapping[str, str],
-    cwd: Path,
-    deadline: float,
-    parser: StreamParser,
-    on_line: Callable[[str], None],
-) -> Outcome:
-    """Run one CLI to its end (or ``deadline``, monotonic) and parse its stream as it comes."""
-    started = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        stdin: int | IO[bytes] = subprocess.DEVNULL
-        if stdin_data is not None:
-            spool = stack.enter_context(tempfile.TemporaryFile())
-            spool.write(stdin_data)
-            spool.seek(0)
-            stdin = spool
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own group: we signal exactly what we spawned
-            preexec_fn=_die_with_parent,
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        timed_out = interrupted = False
-        pending, err = b"", bytearray()
-        sel = selectors.DefaultSelector()
-        for pipe in (proc.stdout, proc.stderr):
-            os.set_blocking(pipe.fileno(), False)
-            sel.register(pipe, selectors.EVENT_READ)
-        exited_at: float | None = None
-        try:
-            while sel.get_map():
-                now = time.monotonic()
-                if now >= deadline:
-                    timed_out = True
-                    break
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                if exited_at is not None and now - exited_at > 1.0:
-                    break  # the CLI is gone; something it left behind holds the pipes
-                for key, _ in sel.select(timeout=min(0.5, deadline - now)):
-                    chunk = _read(key.fileobj)  # type: ignore[arg-type]
-                    if chunk is None:
-                        continue
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        continue
-                    if key.fileobj is proc.stderr:
-                        err += chunk
-                        del err[:-STDERR_KEEP]
-                        continue
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for raw in lines:
-                        _line(raw, parser, on_line)
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            sel.close()
-        if pending:
-            _line(pending, parser, on_line)
-        code = _finish(proc, deadline, stop=timed_out or interrupted)
-    outcome = Outcome(
-        code,
-        timed_out,
-        interrupted,
-        err.decode("utf-8", "replace"),
-        parser.summary,
-        time.monotonic() - started,
-        proc.pid,
-    )
-    if interrupted:
-        raise _InterruptedRun(outcome)
-    return outcome
-
-
-class _InterruptedRun(Interrupted):
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__("interrupted")
-        self.outcome = outcome
-
-
-def _read(pipe: IO[bytes]) -> bytes | None:
-    """The next chunk; b"" at EOF; None on a spurious wake-up."""
-    try:
-        return os.read(pipe.fileno(), 65536)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""
-
-
-def _line(raw: bytes, parser: Any, on_line: Callable[[str], None]) -> None:
-    text = raw.decode("utf-8", "replace")
-    if parser.feed(text) is not None:
-        on_line(text)
-
-
-def _finish(proc: subprocess.Popen[bytes], deadline: float, stop: bool) -> int | None:
-    """Reap the CLI; on a stop (or when it lingers) its whole group gets SIGTERM, then SIGKILL."""
-    if not stop:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return proc.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-    _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=KILL_GRACE)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-    _signal_group(proc.pid, signal.SIGKILL)  # anything of its group still alive
-    return None if stop else proc.returncode
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,7 +348,7 @@ class _Run:
                 headless.parser(),
                 lambda line: self.log.event(n, adapter.name, line),
             )
-        except _InterruptedRun as stop:
+        except InterruptedRun as stop:
             self.record_outcome(adapter.name, stop.outcome)
             self.log.write(
                 "attempt_end", n=n, pid=stop.outcome.pid, agent=adapter.name, outcome=F.INTERRUPTED

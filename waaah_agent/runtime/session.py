@@ -16,19 +16,18 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
-from waaah_agent.core.backoff import BackoffConfig, RestartDecision, Restarts
+from waaah_agent.core.backoff import BackoffConfig, Restarts
 from waaah_agent.core.events import Outcome, StopReason
 from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
-    final_status,
     first_prompt,
     restart_decision,
 )
@@ -36,21 +35,19 @@ from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.errors import (
-    AgentFailed,
     CliNotFound,
     LoginRequired,
-    RestartBudgetExhausted,
     SessionNotFound,
     UsageError,
 )
 from waaah_agent.runtime import mcp_setup
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
+from waaah_agent.runtime.ending import Console, announce_and_wait, finish, tokens_line
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
-from waaah_agent.runtime.signals import wait_interruptibly
 from waaah_agent.runtime.store import (
     CorruptSession,
     SessionDir,
@@ -81,15 +78,6 @@ class AgentOptions:
     api_key: str | None = None
     no_mcp: bool = False
     server_check_every: float = settings.SERVER_CHECK_EVERY
-
-
-@dataclass
-class Console:
-    """Where the supervisor talks to the user outside the agent's screen."""
-
-    interactive: bool
-    ask: Callable[[str], str]
-    say: Callable[[str], None]
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
@@ -419,81 +407,6 @@ class Run:
         self.session.save(self.state)
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
-
-
-def tokens_line(tokens: dict[str, int]) -> str:
-    return f"input {tokens.get('input', 0):,}, output {tokens.get('output', 0):,}, cached {tokens.get('cached', 0):,}"
-
-
-def announce_and_wait(
-    adapter: Adapter,
-    outcome: Outcome,
-    decision: RestartDecision,
-    state: SessionState,
-    session: SessionDir,
-    logs: SessionLogs,
-    console: Console,
-) -> str | None:
-    """Record the restart, say so, and wait out the backoff; return why the wait was cut short."""
-    why = outcome.detail or (outcome.status.describe() if outcome.status else "it vanished")
-    state.restarts += 1
-    state.status = SessionStatus.RESTARTING.value
-    session.save(state)
-    session.event("restart", after=why, delay=round(decision.delay, 2), reason=decision.reason)
-    message = f"{adapter.name} stopped ({why}); restarting in {decision.delay:.1f}s ({decision.reason})"
-    logs.notice(message)
-    if console.interactive:  # also in the terminal title, where a glance at the tmux pane finds it
-        console.say(f"\x1b]0;waaah: restarting {adapter.name} ({state.restarts} so far)\x07")
-    console.say(f"\r[waaah] {message}; Ctrl+C to stop" if console.interactive else f"[waaah] {message}")
-    return wait_interruptibly(decision.delay, sys.stdin.fileno() if console.interactive else None)
-
-
-def finish(
-    outcome: Outcome,
-    adapter: Adapter,
-    state: SessionState,
-    session: SessionDir,
-    console: Console,
-) -> int:
-    status = outcome.status
-    state.exit_code = status.code if status else None
-    resume_cmd = resume_command(state)
-    state.status = final_status(outcome.reason).value
-    session.save(state)
-    session.event(
-        "end", reason=outcome.reason.value, detail=outcome.detail, exit=status.describe() if status else None
-    )
-    if console.interactive:
-        console.say("")  # after the state is safe: our lines start below the agent's screen
-    if adapter.tokens is not None:
-        console.say(
-            f"Tokens this session: {tokens_line(state.tokens)} (from {adapter.name}'s own transcript)"
-        )
-    if outcome.reason is StopReason.LOGIN:
-        raise LoginRequired(outcome.detail)
-    if outcome.reason is StopReason.GAVE_UP:
-        how = outcome.status.describe() if outcome.status else "an unknown status"
-        raise RestartBudgetExhausted(
-            f"{adapter.name} keeps stopping (last: {how}); {outcome.detail}. "
-            f"See {state.log_path}. Session {state.id} saved. Resume with: {resume_cmd}"
-        )
-    if outcome.reason is StopReason.AGENT_EXIT:
-        how = status.describe() if status else "an unknown status"
-        if status is None or not status.ok:
-            raise AgentFailed(
-                f"{adapter.name} exited with {how}; session {state.id} saved. Resume with: {resume_cmd}"
-            )
-        console.say(f"{adapter.name} exited ({how}). Session {state.id} saved. Resume with: {resume_cmd}")
-        return 0
-    console.say(f"Stopped ({outcome.detail}). Session {state.id} saved. Resume with: {resume_cmd}")
-    return 0
-
-
-def resume_command(state: SessionState) -> str:
-    parts = ["waaah", "agent", f"--start={state.agent}", f"--as={state.workflow}", "--resume"]
-    if Path(state.workspace) != Path.cwd().resolve():
-        parts += ["--workspace", state.workspace]
-    return shlex.join(parts)
 
 
 def default_console() -> Console:
