@@ -7,7 +7,9 @@ resume hint, `/crash N`, Esc to cancel, double Ctrl+C to exit, and a report of t
 size on every SIGWINCH, and `/flood N` (N lines at once). Knobs (environment): SIM_BUSY_SECONDS (default 1.5),
 SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HANG=1
 (stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N,
-SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR.
+SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SUBMIT_LAG=S (a
+submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
+seconds: the moment between the CLI taking a prompt and the screen showing it).
 
 SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
@@ -56,6 +58,8 @@ class Sim:
         self.last_ctrl_c = 0.0
         self.busy_seconds = float(os.environ.get("SIM_BUSY_SECONDS", "1.5"))
         self.hang = os.environ.get("SIM_HANG") in ("1", "hard")  # "hard": Esc does not help either
+        self.submit_lag = float(os.environ.get("SIM_SUBMIT_LAG", "0"))
+        self.lagging = ""  # a prompt taken but still shown in the input box (SIM_SUBMIT_LAG)
 
     # -- drawing -----------------------------------------------------------------------
     def draw(self) -> None:
@@ -81,11 +85,14 @@ class Sim:
         sys.stdout.flush()
 
     def draft_shown(self) -> str:
+        if self.lagging and time.monotonic() < self.busy_started:
+            return self.lagging.replace("\n", " ")[:60]
         lines = self.draft.split("\n")
         return f"[Pasted Text: {len(lines)} lines]" if len(lines) > 2 else self.draft.replace("\n", " ")
 
     def is_busy(self) -> bool:
-        return self.hang and self.busy_started > 0 or time.monotonic() < self.busy_until
+        now = time.monotonic()
+        return self.hang and 0 < self.busy_started <= now or self.busy_started <= now < self.busy_until
 
     # -- input ---------------------------------------------------------------------------
     def on_input(self, data: bytes) -> int | None:
@@ -159,8 +166,9 @@ class Sim:
             return None
         self.history.append("> " + text.splitlines()[0][:200])
         self.record({"role": "user", "text": text})
-        self.busy_started = time.monotonic()
+        self.busy_started = time.monotonic() + self.submit_lag
         self.busy_until = self.busy_started + self.busy_seconds
+        self.lagging = text if self.submit_lag else ""
         self.pending_reply = f"✦ (simulated) Received {len(text)} characters: {text.splitlines()[0][:60]}"
         return None
 
