@@ -103,6 +103,8 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
         env = cli_env(cli, tmp_path / "home", ws, model.url)
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+        shown = Collector()
+        child.logfile_read = shown
         child.expect("LOOP-TURN-DONE")
         pump_until(child, lambda: server.tool_calls("wait_for_prompt"))
         register = server.wait_for_call("register_agent")
@@ -111,17 +113,25 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         assert register.body["source"] == "CLI"
         assert register.body["agentId"] == st["agent_id"]
         assert wait.body["agentId"] == st["agent_id"]
-        # The workflow went to the model exactly once, with its full text.
-        time.sleep(1.0)
-        sent = workflow_requests(model)
-        assert len(sent) == 1, [r["last_user_text"][:80] for r in model.main_requests()]
-        assert "register_agent" in sent[0]["last_user_text"]
+
         # Our proxy reported each call to the session inbox (the loop's strongest evidence).
-        tapped = [(e["event"], e["tool"]) for e in inbox_lines(ws) if e["source"] == "mcp"]
-        assert ("tool_start", "wait_for_prompt") in tapped and ("tool_end", "wait_for_prompt") in tapped
+        def tapped() -> list[tuple[str, str]]:
+            return [(e["event"], e["tool"]) for e in inbox_lines(ws) if e["source"] == "mcp"]
+
+        pump_until(child, lambda: ("tool_end", "wait_for_prompt") in tapped())
+        assert ("tool_start", "wait_for_prompt") in tapped()
         # The model ended its turn without calling wait_for_prompt: the supervisor noticed, and
         # the next request carries its continue prompt (once).
         pump_until(child, lambda: continue_requests(model), 30)
+        # The workflow went to the model exactly once, with its full text: a second copy would
+        # have reached the model before the continue prompt typed after it.
+        sent = workflow_requests(model)
+        assert len(sent) == 1, [r["last_user_text"][:80] for r in model.main_requests()]
+        assert "register_agent" in sent[0]["last_user_text"]
+        # The answer to the continue prompt ends the turn again; a second continue prompt would
+        # come 2 s (the settle time) later, the next one may not come before 10 s. Nothing is
+        # awaited here: the quiet stretch is the check.
+        pump_until(child, lambda: b"CONTINUED-ANSWER" in shown.data, 60)
         pump_for(child, 3)
         assert len(continue_requests(model)) == 1
         nudges = [e for e in events(ws) if e["event"] == "nudge"]
@@ -140,6 +150,19 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         replies = len(model.main_requests())
         assert tokens["output"] == 34 * replies and tokens["input"] >= 1200 * replies, (tokens, replies)
         assert "Tokens this session: input" in child.before.decode()
+
+
+class Collector:
+    """A pexpect logfile keeping everything the terminal showed."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def flush(self) -> None:
+        pass
 
 
 def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):

@@ -19,7 +19,7 @@ import pytest
 from tests.doubles.cli_homes import TEST_KEY, claude_env, gemini_env
 from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, Usage
 from tests.e2e.conftest import with_cli_path, workspace_for
-from tests.runtime.helpers import WAAAH
+from tests.runtime.helpers import WAAAH, retry_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -297,7 +297,4 @@ def test_ctrl_c_stops_the_cli_keeps_the_log_and_exits_130(cli: str, tmp_path: Pa
         assert [r["record"] for r in log][0] == "start" and log[-1]["record"] == "end"
         assert any(r["record"] == "event" for r in log)  # what came before the stop is kept
         cli_pid = next(r["pid"] for r in log if r["record"] == "attempt_end")
-        deadline = time.monotonic() + 5
-        while _alive(cli_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(cli_pid)
+        retry_until(lambda: not _alive(cli_pid), timeout=5)

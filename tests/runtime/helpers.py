@@ -80,6 +80,30 @@ def delivered(ws: Path) -> bool:
     return any(e["event"] == "delivery" and e["phase"] == "confirmed" for e in events(ws))
 
 
+def cast_size(ws: Path) -> int:
+    """Bytes in the newest session's .cast on disk (0 before it exists)."""
+    st = state_or_none(ws)
+    path = Path(st["cast_path"]) if st and st.get("cast_path") else None
+    return path.stat().st_size if path and path.exists() else 0
+
+
+def unchanged_for(value: Callable[[], Any], seconds: float) -> Callable[[], bool]:
+    """A check for :func:`retry_until`: true once ``value()`` has kept one value for ``seconds``.
+
+    E.g. the .cast stops growing: the supervisor no longer takes the agent's output.
+    """
+    seen: list[Any] = [object(), 0.0]
+
+    def check() -> bool:
+        now, current = time.monotonic(), value()
+        if current != seen[0]:
+            seen[0], seen[1] = current, now
+            return False
+        return now - seen[1] >= seconds
+
+    return check
+
+
 def typed(child: pexpect.spawn, text: str, enter_delay: float = 0.3) -> None:
     """Type like a person: the keys, a pause, then Enter on its own."""
     child.send(text)
@@ -104,6 +128,10 @@ def pump_until(child: pexpect.spawn, check: Callable[[], Any], timeout: float = 
 
 
 def pump_for(child: pexpect.spawn, seconds: float) -> None:
-    """Let ``seconds`` pass while reading the terminal."""
+    """Let ``seconds`` pass while reading the terminal.
+
+    Only for checks that nothing happens during a stretch of time (the stretch is what is
+    tested); to let something happen, wait for it with :func:`pump_until` or :func:`retry_until`.
+    """
     deadline = time.monotonic() + seconds
     pump_until(child, lambda: time.monotonic() >= deadline, seconds + 1)

@@ -247,6 +247,7 @@ def test_wait_for_prompt_long_polls_until_a_task_arrives(
 
             async def enqueue_later() -> None:
                 await anyio.to_thread.run_sync(lambda: waaah.wait_for_call("wait_for_prompt", 10))
+                # No task for a while: that the call holds meanwhile is the long poll under test.
                 await anyio.sleep(0.5)
                 assert waaah.agent_status(AGENT) == "WAITING"
                 task_ids.append(waaah.enqueue("Write the README", AGENT, workspace_id="acme/widgets"))

@@ -17,8 +17,10 @@ import pytest
 from tests.conftest import pid_alive
 from tests.runtime.helpers import (
     WAAAH,
+    cast_size,
     delivered,
     events,
+    pump_for,
     pump_until,
     retry_until,
     session_dirs,
@@ -27,6 +29,7 @@ from tests.runtime.helpers import (
     spawn_waaah,
     state,
     typed,
+    unchanged_for,
 )
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
 from waaah_agent.runtime.logs import replay
@@ -65,7 +68,9 @@ def test_workflow_arrives_once_and_is_submitted(workspace, fake_home):
     sid = state(workspace)["native_session_id"]
     expected = find_workflow("waaah-orc", workspace).text.strip()
     retry_until(lambda: sim_messages(workspace, sid))
-    time.sleep(1.5)  # long enough for any duplicate or re-sent Enter to show up
+    # "Once" is a claim about a stretch of time: a duplicate paste or a re-sent Enter would show
+    # up within it. Nothing is awaited here; the quiet stretch is the check.
+    pump_for(child, 1.5)
     assert sim_messages(workspace, sid) == [expected]
     assert state(workspace)["workflow_delivered"] is True
     phases = [e["phase"] for e in events(workspace) if e["event"] == "delivery"]
@@ -396,7 +401,10 @@ def test_terminal_is_restored_after_every_exit(workspace, fake_home):
 def test_a_stalled_terminal_does_not_freeze_the_supervisor(workspace, fake_home):
     child = start_and_deliver(workspace, sim_env(fake_home))
     typed(child, "/flood 30000")  # ~3 MB: far more than the terminal buffers hold
-    time.sleep(3)  # nobody reads the terminal meanwhile
+    # Nobody reads the terminal: wait until the supervisor holds far more than the terminal
+    # takes (~70 KB) and has stopped taking the agent's output (its queue is full).
+    stopped_reading = unchanged_for(lambda: cast_size(workspace), 0.5)
+    retry_until(lambda: cast_size(workspace) > 512 * 1024 and stopped_reading())
     os.kill(child.pid, signal.SIGTERM)
     # The loop is not stuck in a write: it handles the signal and saves the state.
     retry_until(lambda: state(workspace)["status"] == "stopped", timeout=15)
@@ -424,11 +432,23 @@ def test_loop_left_gets_one_continue_prompt(workspace, fake_home):
     child = start_and_deliver(workspace, sim_env(fake_home), nudge=True)
     native = state(workspace)["native_session_id"]
     retry_until(lambda: len(sim_messages(workspace, native)) >= 2)
-    time.sleep(4)  # the next nudge waits at least 10 s (and doubles): exactly one so far
+    # The agent answers the continue prompt and its turn ends again, as the supervisor sees.
+    pump_until(child, lambda: turn_ended_after_nudge(workspace))
+    # A second continue prompt would come 2 s (the settle time) after that turn end; the next
+    # nudge must wait at least 10 s. Nothing is awaited here: the quiet stretch is the check.
+    pump_for(child, 3)
     assert sim_messages(workspace, native)[1:] == [CONTINUE_PROMPT]
     nudges = [e for e in events(workspace) if e["event"] == "nudge"]
     assert [n["kind"] for n in nudges] == ["continue"]
     assert save_and_exit(child) == 0
+
+
+def turn_ended_after_nudge(ws: Path) -> bool:
+    """The supervisor saw the agent busy, then ready, after its last nudge."""
+    found = events(ws)
+    nudges = [i for i, e in enumerate(found) if e["event"] == "nudge"]
+    states = [e["state"] for e in found[nudges[-1] :] if e["event"] == "state"] if nudges else []
+    return "busy" in states and states[-1] == "ready"
 
 
 def test_silence_at_the_prompt_gets_a_heartbeat(workspace, fake_home):
@@ -528,7 +548,10 @@ def test_a_slow_terminal_gets_the_agent_s_last_output_in_full(workspace, fake_ho
     shown = bytearray()
     child.logfile_read = _Collector(shown)
     child.expect("START blast")
-    time.sleep(2)  # nobody reads: the supervisor's queue for the terminal fills up
+    # Nobody reads: the supervisor's queue for the terminal fills up until it stops taking the
+    # agent's output (the .cast stops growing, with far more in it than the terminal holds).
+    stopped_reading = unchanged_for(lambda: cast_size(workspace), 0.5)
+    retry_until(lambda: cast_size(workspace) > 512 * 1024 and stopped_reading())
     started = time.monotonic()
     taken = 0
     while True:  # then a slow reader: 32 KB, a pause of 50 ms, and so on (~640 KB/s)
@@ -538,7 +561,7 @@ def test_a_slow_terminal_gets_the_agent_s_last_output_in_full(workspace, fake_ho
             break
         if taken >= 32768:
             taken = 0
-            time.sleep(0.05)
+            time.sleep(0.05)  # the slow reader's pace is the behaviour under test
     child.close()
     assert child.exitstatus == 0
     end = re.search(rb"BLAST-END (\d+) (\d+)", bytes(shown))
@@ -589,14 +612,16 @@ def test_a_quiet_agent_never_wakes_the_supervisor(workspace, fake_home):
     env = sim_env(fake_home, SIM_MODE="silent", SIM_SECONDS="8")
     child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
     child.expect("START silent")
-    time.sleep(2)  # the first output's screen update and log flush are over
+    # The first output's work is over once its log flush, the last of its timers, has written
+    # the .cast (only that flush, or the end, writes it).
+    retry_until(lambda: "START silent" in Path(state(workspace)["cast_path"]).read_text())
 
     def wakeups() -> int:
         status = Path(f"/proc/{child.pid}/status").read_text()
         return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))
 
     before = wakeups()
-    time.sleep(4)
+    pump_for(child, 4)  # the quiet stretch is the check: nothing must wake the supervisor
     assert wakeups() - before <= 1
     child.expect("SILENT-END")
     assert wait_exit(child) == 0

@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+import orjson
+
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.textlog import LineCleaner
 
@@ -31,14 +33,6 @@ BUFFER = 64 * 1024
 CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
-# What a JSON string must escape (control characters, quote, backslash), each as json writes it.
-_JSON_ESCAPES = {c: json.dumps(chr(c)).encode()[1:-1] for c in (*range(0x20), 0x22, 0x5C)}
-# Terminal output holds a few of them all the time (ESC, CR, LF...): each is replaced in a
-# C-speed pass of its own. The others (NUL, SO/SI, form feed...) are rare: one translate
-# finds them, and such a chunk goes through json's own escaping.
-_COMMON = (0x1B, 0x0A, 0x0D, 0x22, 0x09, 0x07, 0x08)
-_COMMON_ESCAPES = [(bytes((c,)), _JSON_ESCAPES[c]) for c in _COMMON]
-_RARE_MARK = bytes(1 if c in _JSON_ESCAPES and c not in (*_COMMON, 0x5C) else 0 for c in range(256))
 
 
 def stamp(now: datetime) -> str:
@@ -243,7 +237,7 @@ class SessionLogs:
         cut = len(data) if final else char_boundary(data, max(0, len(data) - hold))
         out, self._cast_hold = data[:cut], data[cut:]
         if out:
-            self._cast.write(b'[%.6f, "o", "%b"]\n' % (now - self._t0, json_text(out)))
+            self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))
 
     def resize(self, cols: int, rows: int) -> None:
         self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
@@ -302,28 +296,23 @@ def char_boundary(data: bytes, cut: int) -> int:
     return cut
 
 
-def json_text(data: bytes) -> bytes:
-    """The body of a JSON string holding ``data`` exactly (read back with surrogateescape).
+def json_string(data: bytes) -> bytes:
+    """A JSON string (quotes included) holding ``data`` exactly (read back with surrogateescape).
 
-    The raw stream is mostly valid UTF-8 whose only special characters are ESC, CR, LF and
-    a few more: it goes into the file as it is, with just those replaced. Anything else
-    (invalid UTF-8, rare control characters) is spelled as json does it (invalid bytes as
-    lone surrogates), so that the file stays valid UTF-8.
+    The raw stream is mostly valid UTF-8: orjson escapes it in native code, writing the text
+    as UTF-8 with only what JSON must escape (ESC, CR, LF, quote...) spelled out. Invalid
+    UTF-8 cannot be a str orjson takes: such a chunk is spelled as json does it, its invalid
+    bytes as lone surrogates (escaped as ASCII), so that the file stays valid UTF-8.
     """
     try:
-        if not data.isascii():
-            data.decode("utf-8")
-        plain = b"\x01" not in data.translate(_RARE_MARK)
+        return orjson.dumps(data.decode("utf-8"))
     except UnicodeDecodeError:
-        plain = False
-    if not plain:
-        return json.dumps(data.decode("utf-8", "surrogateescape"))[1:-1].encode("ascii")
-    if b"\\" in data:  # first: the other escapes bring backslashes of their own
-        data = data.replace(b"\\", b"\\\\")
-    for char, escaped in _COMMON_ESCAPES:
-        if char in data:
-            data = data.replace(char, escaped)
-    return data
+        return json.dumps(data.decode("utf-8", "surrogateescape")).encode("ascii")
+
+
+def json_text(data: bytes) -> bytes:
+    """The body of :func:`json_string` (no quotes)."""
+    return json_string(data)[1:-1]
 
 
 def prune(folder: Path, agent: str, keep: int) -> None:
