@@ -1,6 +1,6 @@
 """Escape filtering, the screen model, the clean text log and redaction."""
 
-from waaah_agent.core.escapes import for_pyte, split_incomplete
+from waaah_agent.core.escapes import MAX_PENDING, Splitter, for_pyte, split_incomplete
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.screen import Screen
 from waaah_agent.core.textlog import LineCleaner
@@ -58,3 +58,36 @@ def test_redaction_masks_known_values_and_key_shapes():
     assert "my-test-key" not in text and "abcdefghijklmnop12" not in text and "sk-ant" not in text
     assert "Authorization: Bearer [REDACTED]" in text
     assert r.exact("/usr/bin") == "/usr/bin"
+
+
+def test_string_sequences_end_at_their_terminator_or_at_the_next_escape():
+    # ST split across reads: the payload is held back, not leaked into the log.
+    c = LineCleaner()
+    assert c.feed(b"a\x1bPsixel-data\x1b", 0.0) == []
+    assert c.feed(b"\\b\n", 0.0) == ["ab"]
+    # Any other ESC aborts a string sequence: its opener goes, its payload shows as text.
+    assert LineCleaner().feed(b"\x1bPstray\x1b[1mbold\n", 0.0) == ["straybold"]
+    # BEL ends one at once: what follows is not held back waiting for an ST.
+    assert LineCleaner().feed(b"\x1b_Gq\x07done\n", 0.0) == ["done"]
+    assert split_incomplete("x\x1bPpay\x1b") == ("x", "\x1bPpay\x1b")
+    assert split_incomplete("x\x1bPpay\x07y") == ("x\x1bPpay\x07y", "")
+
+
+def test_splitter_holds_an_unfinished_sequence_across_reads():
+    s = Splitter()
+    assert s.feed("a\x1b[3") == "a"
+    assert s.feed("1") == ""
+    assert s.feed(";4") == ""
+    assert s.feed("mb\x1b]0;ti") == "\x1b[31;4mb"
+    assert s.feed("tle\x07") == "\x1b]0;title\x07"
+    assert s.feed("\x1bPx\x1b") == ""
+    assert s.feed("[2Kz") == "\x1bPx\x1b[2Kz"  # the DCS was aborted by a CSI
+    assert s.feed("\x1b_" + "x" * MAX_PENDING) == "\x1b_" + "x" * MAX_PENDING  # too long: let go
+
+
+def test_pyte_filter_drops_unfinished_and_oversized_sequences():
+    assert for_pyte("a\x1b]0;ti\x1b[1mb") == "a0;ti\x1b[1mb"  # pyte would eat up to the next BEL
+    assert for_pyte("a\x1b]0;title\x1b\\b") == "a\x1b]0;title\x1b\\b"
+    assert for_pyte("a\x1b[12\x1b[mb") == "a\x1b[mb"  # pyte would take the ESC as a final byte
+    assert for_pyte("a\x1b[" + "9" * 5000 + "mb") == "ab"
+    assert for_pyte("a\x1b#8b\x9b2Jc\x9dd") == "ab2Jcd"

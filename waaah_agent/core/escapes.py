@@ -3,6 +3,11 @@
 Pure functions over ``str``. Both consumers see output in arbitrary chunks, so the
 filters here are incremental: an escape sequence split across two reads is held back
 until it is complete (bounded, so a stray ESC cannot make us buffer forever).
+
+Everything here is linear in its input, per call and over a stream of chunks: the agent's
+output is untrusted, and a parser that rescans (a regex trying ``.*?`` up to a terminator
+once per opener, or a held-back sequence rescanned on every read) lets a few hundred KB of
+openers stall supervision for minutes.
 """
 
 from __future__ import annotations
@@ -13,56 +18,158 @@ ESC = "\x1b"
 # Longest escape sequence we hold back waiting for its end; an APC/DCS payload (kitty
 # graphics, sixel) can be long, anything bigger than this is passed on as it is.
 MAX_PENDING = 8192
+# Longest CSI parameter string passed to pyte: pyte turns each number into an int (a number
+# of over 4300 digits raises, and the screen is reset); real CSIs have a few dozen at most.
+MAX_CSI_PARAMS = 256
 
-# Any CSI; the private ones are judged by `_pyte_safe`.
-_CSI = re.compile(r"\x1b\[([0-?]*)[ -/]*([@-~])")
-_PRIVATE = frozenset("<=>?")
-# String sequences whose payload pyte would otherwise print as text: DCS, SOS, PM, APC.
-_STRING_SEQ = re.compile(r"\x1b[P^_X].*?(?:\x1b\\|\x07)", re.DOTALL)
+# The payload of a string sequence (OSC; DCS, SOS, PM, APC) ends at BEL or ST (ESC \); any
+# other ESC aborts it, as in a terminal (payloads are printable text, sixel or base64, and
+# never hold an ESC). Stopping at every ESC is also what makes the scan linear: each
+# character is looked at from its nearest preceding ESC only.
+#
+# A string sequence that is not finished (aborted by another ESC, or with no terminator
+# within MAX_PENDING characters) loses its two-character opener and its payload is passed
+# on as text, to the log and to the screen alike. Dropping the payload instead would let a
+# stray ESC P (binary output, a cut-off sequence) hide real output from the log and from
+# the detectors; passing it costs at most some visible garbage.
+_PAYLOAD = r"[^\x07\x1b]*"
+_ST = r"(?:\x07|\x1b\\)"
+_STRING_OPENER = r"[P^_X\]]"  # DCS, SOS, PM, APC and OSC
+
 # Every escape sequence: what a plain-text reader does not want (the text log drops them).
 ANY_ESCAPE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC (title, hyperlinks, ...)
-    r"|\x1b[P^_X].*?(?:\x1b\\|\x07)"  # DCS, SOS, PM, APC
+    rf"|\x1b\]{_PAYLOAD}{_ST}"  # OSC (title, hyperlinks, ...)
+    rf"|\x1b[P^_X]{_PAYLOAD}{_ST}"  # DCS, SOS, PM, APC
     r"|\x1b[()*+][0-9A-Za-z]"  # charset designation
-    r"|\x1b[ -/]*[0-~]",  # other two-byte escapes (ESC 7, ESC =, ...)
+    r"|\x1b[ -/]*[0-~]",  # other two-byte escapes (ESC 7, ESC =, ...; an unfinished opener)
     re.DOTALL,
 )
+# What may still grow into a complete sequence, from the last ESC of the text to its end.
 _INCOMPLETE_TAIL = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[P^_X].*|[()*+]|[ -/]*)?\Z",
+    rf"\x1b(?:\[[0-?]*[ -/]*|{_STRING_OPENER}{_PAYLOAD}|[ -/]*)?\Z",
     re.DOTALL,
 )
+# A string sequence still open (a lone ESC after it may be the first half of its ST).
+_OPEN_STRING = re.compile(rf"\x1b{_STRING_OPENER}{_PAYLOAD}")
+
+# What pyte gets wrong, in one pass: private CSIs (see `_pyte_safe`), CSIs that are not
+# finished (pyte takes the next ESC as their final byte, or piles digits up across reads),
+# string sequences it would print, unfinished OSCs (pyte would swallow all output up to
+# the next BEL), the 8-bit CSI/OSC introducers (U+009B, U+009D) that pyte alone honours,
+# and DECALN (ESC # 8, a test pattern: pyte fills every cell, ~1.5 ms a time at 80x24, so
+# a flood of them held the screen model ~30 s per 64 KB).
+_FOR_PYTE = re.compile(
+    r"\x1b\[(?P<params>[0-?]*)[ -/]*(?P<final>[@-~]?)"
+    rf"|\x1b\](?P<osc>{_PAYLOAD}{_ST})?"
+    rf"|\x1b[P^_X](?:{_PAYLOAD}{_ST})?"
+    r"|\x1b#8"
+    r"|[\x9b\x9d]",
+    re.DOTALL,
+)
+_PYTE_SPECIAL = re.compile(r"[\x1b\x9b\x9d]")
+_PRIVATE = frozenset("<=>?")
 
 
 def split_incomplete(text: str) -> tuple[str, str]:
-    """Split ``text`` into (complete part, trailing unfinished escape sequence)."""
-    start = text.rfind(ESC, max(0, len(text) - MAX_PENDING))
+    """Split ``text`` into (complete part, trailing unfinished escape sequence).
+
+    Linear in ``text``; across reads use `Splitter`, which does not rescan what it holds.
+    """
+    low = max(0, len(text) - MAX_PENDING)
+    start = text.rfind(ESC, low)
     if start < 0:
         return text, ""
-    match = _INCOMPLETE_TAIL.match(text, start)
-    if match is None:
+    if start == len(text) - 1:
+        # A lone ESC at the end may be the first half of the ST closing an open string.
+        opener = text.rfind(ESC, low, start)
+        if opener >= 0 and _OPEN_STRING.fullmatch(text, opener, start):
+            start = opener
+    elif _INCOMPLETE_TAIL.match(text, start) is None:
         return text, ""
     return text[:start], text[start:]
 
 
+class Splitter:
+    """`split_incomplete` over a stream: feed text, get back what is complete.
+
+    The unfinished sequence held between reads is never rescanned: all that matters for
+    what may follow it is its first two characters (its kind) and its last one (a CSI
+    parameter or intermediate, a payload character, or the ESC that may start an ST), so
+    each read is split as ``head + last + text`` and the held characters are only joined
+    once, when released. A held sequence growing past MAX_PENDING is released as text.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[str] = []
+        self._size = 0
+        self._stand_in = ""  # the held sequence's first two and last characters
+
+    def feed(self, text: str) -> str:
+        if not self._held:
+            done, tail = split_incomplete(text)
+            self._hold(tail)
+            return done
+        stand_in = self._stand_in
+        done, tail = split_incomplete(stand_in + text)
+        if not done:  # still unfinished
+            self._held.append(text)
+            self._size += len(text)
+            if self._size > MAX_PENDING:
+                return self.release()
+            self._stand_in = _stand_in(stand_in + text)
+            return ""
+        start = len(done)  # where the new unfinished sequence begins in stand_in + text
+        if start >= len(stand_in):
+            done = self.release() + text[: start - len(stand_in)]
+        else:  # the held sequence was a string aborted by its own last character, an ESC
+            held = self.release()
+            keep = len(stand_in) - start
+            done, tail = held[:-keep], held[-keep:] + text
+        self._hold(tail)
+        return done
+
+    def release(self) -> str:
+        """Give up the held sequence (returned as it is) and start afresh."""
+        held = "".join(self._held)
+        self._held, self._size, self._stand_in = [], 0, ""
+        return held
+
+    def _hold(self, tail: str) -> None:
+        if tail:
+            self._held, self._size, self._stand_in = [tail], len(tail), _stand_in(tail)
+
+
+def _stand_in(held: str) -> str:
+    return held if len(held) <= 3 else held[:2] + held[-1]
+
+
 def for_pyte(text: str) -> str:
     """Remove the sequences pyte mishandles; keep everything else for the screen model."""
-    if ESC not in text:
+    if _PYTE_SPECIAL.search(text) is None:
         return text
-    return _CSI.sub(_pyte_safe, _STRING_SEQ.sub("", text))
+    return _FOR_PYTE.sub(_pyte_safe, text)
 
 
 def _pyte_safe(match: re.Match[str]) -> str:
-    """Keep a CSI unless it is private in a way pyte 0.8.2 mishandles.
+    """Keep a CSI unless it is private in a way pyte 0.8.2 mishandles; keep finished OSCs.
 
     `CSI ? ... m` raises TypeError inside pyte, `CSI > 4;?m` (xterm modifyOtherKeys query,
     sent by gemini 0.61) too, and `CSI < u` / `CSI > 1 u` (kitty keyboard protocol) confuse
     it. `CSI ? n h/l` (private modes: bracketed paste, alternate screen) are fine.
     """
-    params, final = match.group(1), match.group(2)
+    sequence = match.group(0)
+    kind = sequence[1:2]
+    if kind == "]":
+        return sequence if match.group("osc") else ""
+    if kind != "[":
+        return ""  # DCS, SOS, PM, APC (or their unfinished openers), DECALN, an 8-bit introducer
+    params, final = match.group("params"), match.group("final")
+    if not final or len(params) > MAX_CSI_PARAMS:
+        return ""
     private = [c for c in params if c in _PRIVATE]
     if not private:
-        return match.group(0)
+        return sequence
     if params.startswith("?") and private == ["?"] and final in "hl":
-        return match.group(0)
+        return sequence
     return ""

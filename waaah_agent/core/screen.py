@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyte
 from wcwidth import wcwidth
 
-from waaah_agent.core.escapes import for_pyte, split_incomplete
+from waaah_agent.core.escapes import Splitter, for_pyte
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,13 @@ class Screen:
         self._screen = pyte.Screen(cols, rows)
         self._stream = pyte.Stream(self._screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
+        self._splitter = Splitter()
         self._lines: list[str] = [""] * rows  # rendered rows, refreshed only where pyte marks them dirty
         self._screen.dirty.update(range(rows))
         self.errors = 0  # pyte failures survived (each one reset the screen)
 
     def feed(self, data: bytes) -> None:
-        text, self._pending = split_incomplete(self._pending + self._decoder.decode(data))
+        text = self._splitter.feed(self._decoder.decode(data))
         if not text:
             return
         try:
@@ -73,7 +73,7 @@ class Screen:
         self._screen.reset()
         self._screen.title = title
         self._screen.dirty.update(range(self._screen.lines))
-        self._pending = ""
+        self._splitter.release()
 
     @property
     def size(self) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import codecs
 import re
 from collections import OrderedDict
 
-from waaah_agent.core.escapes import ANY_ESCAPE, split_incomplete
+from waaah_agent.core.escapes import ANY_ESCAPE, Splitter
 
 # Spinner glyphs (braille dots and the star/dot family claude and gemini use) and digits:
 # removed from a line's identity so successive frames of one spinner compare equal.
@@ -26,21 +26,29 @@ MAX_LINE = 4000
 
 
 class LineCleaner:
-    """Incremental: feed raw chunks, get back the complete clean lines they finish."""
+    """Incremental: feed raw chunks, get back the complete clean lines they finish.
+
+    Linear in the output over any chunking: held-back state (an unfinished escape, a CR,
+    the current line) is bounded and never rescanned, and every pattern below stops at the
+    next ESC (see `escapes`).
+    """
 
     def __init__(self, dedupe_window: float = 30.0, memory: int = 256) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
+        self._splitter = Splitter()
+        self._cr = False  # the last chunk ended in CR: maybe the first half of a CRLF
         self._line = ""
         self._recent: OrderedDict[str, float] = OrderedDict()
         self._window = dedupe_window
         self._memory = memory
 
     def feed(self, data: bytes, now: float) -> list[str]:
-        text, self._pending = split_incomplete(self._pending + self._decoder.decode(data))
+        text = self._splitter.feed(self._decoder.decode(data))
+        if self._cr:
+            text, self._cr = "\r" + text, False
         if text.endswith("\r"):
             # Might be the first half of a CRLF split across reads: decide next time.
-            text, self._pending = text[:-1], "\r" + self._pending
+            text, self._cr = text[:-1], True
         # A cursor movement ends the visual line the same way a newline does.
         text = _CURSOR_MOVES.sub("\n", text.replace("\r\n", "\n"))
         out: list[str] = []
