@@ -7,6 +7,13 @@ median over rounds and the comparison with the child writing straight to the out
 The bare Python relay (``--bare-relay``, below) is the least any relay written in Python can
 do: a PTY, select, read, write, nothing recorded. What waaah costs beyond it is its own work.
 
+Then the figures a user feels, with the real ``waaah agent --start=simulated`` over the
+interactive simulated CLI (BENCH_FELT_ROUNDS rounds, p50 and max): how much later the CLI's
+first screen comes through waaah than when the CLI is started directly; how long after the
+agent's death the new agent is spawned (less the restart backoff, configured tiny here); and
+how long after the agent's turn ends the continue prompt is typed (less the deliberate wait
+for quiet that the policy keeps before it, shown apart).
+
     make bench                       # or: .venv/bin/python scripts/bench_relay.py
     BENCH_ROUNDS=3 BENCH_BIG_MB=200 make bench   # a quicker, rougher run
 
@@ -54,6 +61,8 @@ BLAST_MB = float(os.environ.get("BENCH_MB", "50"))
 BIG_MB = float(os.environ.get("BENCH_BIG_MB", "1024"))
 SILENT_S = float(os.environ.get("BENCH_SILENT", "20"))
 SCREEN_MB = float(os.environ.get("BENCH_SCREEN_MB", "8"))
+FELT_ROUNDS = int(os.environ.get("BENCH_FELT_ROUNDS", "5"))
+RESTART_BASE_S = 0.05  # WAAAH_RESTART_BASE_SECONDS for the crash rounds: the backoff is 25-50 ms
 RELAYS = ("direct", "script", "python", "waaah")
 
 Sample = dict[str, float]
@@ -115,6 +124,16 @@ class Outer:
                 raise BenchError(f"{self.argv[0]} ended before {pattern!r}")
             if time.monotonic() > deadline:
                 raise BenchError(f"no {pattern!r} from {shlex.join(self.argv)} within {timeout:.0f}s")
+
+    def expect_at(self, pattern: bytes, timeout: float) -> int:
+        """Like :meth:`expect`; return the monotonic_ns time of the read that completed the match."""
+        last = [0]
+
+        def on_data(_data: bytes, now: int) -> None:
+            last[0] = now
+
+        self.expect(pattern, timeout, on_data)
+        return last[0]
 
     def finish(self, timeout: float = 15.0) -> int | None:
         """Drain to EOF, wait for the exit, and kill our process group if it lingers."""
@@ -304,6 +323,147 @@ def measure_idle(setup: Setup, relay: str, failures: list[str]) -> Sample:
     return {"idle_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100, "rss_idle_mb": rss}
 
 
+# -- what a user feels: start-up, restart after a crash, the continue prompt ----------------------
+WALL_MINUS_MONO = time.time() - time.monotonic()  # events.jsonl stamps wall-clock time
+
+
+def wall(mono_ns: int) -> float:
+    return mono_ns / 1e9 + WALL_MINUS_MONO
+
+
+def fresh_workspace(setup: Setup, name: str) -> Path:
+    """Its own git workspace per run, so each waaah run has one session folder to read."""
+    ws = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=setup.workspace.parent))
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    return ws
+
+
+def session_events(ws: Path) -> list[dict[str, Any]]:
+    found = list((ws / ".waaah" / "sessions").glob("*/events.jsonl"))
+    if not found:
+        return []
+    events = []
+    for line in found[0].read_text().splitlines():
+        with contextlib.suppress(ValueError):  # a line being written
+            events.append(json.loads(line))
+    return events
+
+
+def wait_event(
+    outer: Outer, ws: Path, match: Callable[[list[dict[str, Any]]], Any], what: str, timeout: float = 30
+) -> Any:
+    """Read the terminal (as a real one does) until ``match(events)`` returns something."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = match(session_events(ws))
+        if found:
+            return found
+        outer.read(0.01)
+        if outer.eof:
+            break
+    raise BenchError(f"waaah: no {what} in events.jsonl within {timeout:.0f}s")
+
+
+def first_screen(setup: Setup, relay: str) -> tuple[float, Outer, Path]:
+    """Milliseconds from the exec of ``relay`` to the simulated CLI's first screen at the outer PTY."""
+    ws = fresh_workspace(setup, relay)
+    env = dict(
+        setup.base_env,
+        SIM_STARTUP_SECONDS="0",
+        SIM_BUSY_SECONDS="0.3",
+        SIM_TRANSCRIPT_DIR=str(ws / ".waaah" / "simulated"),
+        WAAAH_RESTART_BASE_SECONDS=str(RESTART_BASE_S),
+    )
+    argv = setup.child_argv() if relay == "direct" else [WAAAH, "agent", "--start=simulated"]
+    started = time.monotonic_ns()
+    outer = Outer(argv, env, str(ws))
+    try:
+        shown = outer.expect_at(rb"SIMULATED AGENT", 30)
+    except BaseException:
+        outer.kill()
+        raise
+    return (shown - started) / 1e6, outer, ws
+
+
+def felt_round(setup: Setup, failures: list[str], direct_first: bool) -> Sample:
+    from waaah_agent.core.policy import PolicyConfig
+
+    sample: Sample = {}
+    for relay in ("direct", "waaah") if direct_first else ("waaah", "direct"):
+        ms, outer, ws = first_screen(setup, relay)
+        sample[f"startup_{relay}_ms"] = ms
+        if relay == "direct":
+            outer.kill()
+            continue
+        try:
+            sample |= continue_and_restart(outer, ws, PolicyConfig().settle)
+            os.kill(outer.pid, signal.SIGTERM)
+        finally:
+            ensure_done(outer, "waaah felt round", failures)
+    sample["startup_overhead_ms"] = sample["startup_waaah_ms"] - sample["startup_direct_ms"]
+    return sample
+
+
+def continue_and_restart(outer: Outer, ws: Path, settle: float) -> Sample:
+    """The workflow's answer ends a turn: until the continue prompt is pasted. Then SIGKILL the
+    agent: until waaah has noticed (its restart event) and spawned the next (its start event)."""
+    # The answer and the ready screen come in one write: the turn's end, as the terminal shows it.
+    turn_end = wall(outer.expect_at(rb"\(simulated\) Received \d+ characters", 30))
+
+    def pasted(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next(
+            (
+                e
+                for e in events
+                if e["event"] == "delivery" and e["kind"] == "continue" and e["phase"] == "pasted"
+            ),
+            None,
+        )
+
+    paste = wait_event(outer, ws, pasted, "continue prompt pasted", 30)
+    events = session_events(ws)
+    seen = next(
+        (
+            e
+            for e in events
+            if e["event"] == "state" and e["state"] == "ready" and e["ts"] >= turn_end - 0.002
+        ),
+        None,
+    )
+    continue_ms = (paste["ts"] - turn_end) * 1000
+    sample: Sample = {"continue_ms": continue_ms, "continue_less_settle_ms": continue_ms - settle * 1000}
+    if seen is not None:
+        sample["turn_end_seen_ms"] = (seen["ts"] - turn_end) * 1000
+    agent_pid = next(e["pid"] for e in events if e["event"] == "start")
+    killed = time.time()
+    os.kill(agent_pid, signal.SIGKILL)
+
+    def respawned(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        restart = next((e for e in events if e["event"] == "restart"), None)
+        starts = [e for e in events if e["event"] == "start"]
+        return (restart, starts[1]) if restart and len(starts) > 1 else None
+
+    restart, start = wait_event(outer, ws, respawned, "restart and second start", 30)
+    sample["crash_seen_ms"] = (restart["ts"] - killed) * 1000
+    sample["restart_less_backoff_ms"] = (start["ts"] - killed - restart["delay"]) * 1000
+    # The new agent's screen comes through the loop: it runs, and handles a SIGTERM (until then
+    # a SIGTERM finds no handler of waaah's in place).
+    outer.expect(rb"Resumed session", 30)
+    return sample
+
+
+def run_felt(setup: Setup, results: Results) -> None:
+    for n in range(FELT_ROUNDS):
+        sample = felt_round(setup, results.failures, direct_first=n % 2 == 0)
+        results.felt.append(sample)
+        print(
+            f"felt {n + 1}/{FELT_ROUNDS}: first screen +{sample['startup_overhead_ms']:.0f} ms through waaah, "
+            f"restart {sample['restart_less_backoff_ms']:.0f} ms + backoff, "
+            f"continue {sample['continue_ms']:.0f} ms after the turn's end",
+            flush=True,
+        )
+
+
 # -- in-process cost of the screen model and the line cleaner -------------------------------------
 def screen_costs() -> Sample:
     """CPU ms per MB of recorded agent screens: Screen + detect per 64 KiB chunk, and LineCleaner."""
@@ -341,7 +501,14 @@ def screen_costs() -> Sample:
 class Results:
     rounds: dict[str, list[Sample]] = field(default_factory=lambda: {r: [] for r in RELAYS})
     once: dict[str, Sample] = field(default_factory=lambda: {r: {} for r in RELAYS})
+    felt: list[Sample] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+    def felt_stats(self, key: str) -> dict[str, float] | None:
+        values = [s[key] for s in self.felt if key in s]
+        if not values:
+            return None
+        return {"p50": statistics.median(values), "max": max(values), "n": len(values)}
 
     def median(self, relay: str, key: str) -> float | None:
         values = [s[key] for s in self.rounds[relay] if key in s]
@@ -406,6 +573,34 @@ ROWS_SPEC: list[tuple[str, str, str]] = [
     ("rss_after_big_mb", f"RSS after {BIG_MB:.0f} MB (MB)", "abs"),
     ("rss_peak_big_mb", f"peak RSS over {BIG_MB:.0f} MB (MB)", "abs"),
 ]
+
+
+FELT_SPEC: list[tuple[str, str]] = [
+    ("startup_direct_ms", "exec to the CLI's first screen, direct (ms)"),
+    ("startup_waaah_ms", "exec to the CLI's first screen, waaah (ms)"),
+    ("startup_overhead_ms", "  waaah's start-up overhead (ms)"),
+    ("restart_less_backoff_ms", "agent killed -> next agent spawned, less backoff (ms)"),
+    ("crash_seen_ms", "  of which: the death noticed (ms)"),
+    ("continue_ms", "turn ended -> continue prompt pasted (ms)"),
+    ("continue_less_settle_ms", "  less the policy's deliberate settle (ms)"),
+    ("turn_end_seen_ms", "  of which: the turn's end seen (ms)"),
+]
+
+
+def felt_table(results: Results) -> str:
+    from waaah_agent.core.policy import PolicyConfig
+
+    head = f"{'felt by users (' + str(FELT_ROUNDS) + ' rounds, simulated CLI)':56} {'p50':>8} {'max':>8}"
+    lines = [head, "-" * len(head)]
+    for key, label in FELT_SPEC:
+        stats = results.felt_stats(key)
+        p50, top = (stats["p50"], stats["max"]) if stats else (None, None)
+        lines.append(f"{label:56} {cell(p50):>8} {cell(top):>8}")
+    lines.append(
+        f"(backoff: WAAAH_RESTART_BASE_SECONDS={RESTART_BASE_S}, the delay each restart event states is "
+        f"subtracted, to 10 ms; settle: {PolicyConfig().settle:.1f} s of quiet before a continue prompt)"
+    )
+    return "\n".join(lines)
 
 
 def cell(value: float | None) -> str:
@@ -504,11 +699,21 @@ def save(results: Results, costs: Sample, report: str, info: dict[str, Any]) -> 
             "blast_mb": BLAST_MB,
             "big_mb": BIG_MB,
             "silent_s": SILENT_S,
+            "felt_rounds": FELT_ROUNDS,
             "size": [COLS, ROWS],
         },
         "medians": medians,
         "rounds": results.rounds,
         "once": results.once,
+        "felt": {key: results.felt_stats(key) for key, _ in FELT_SPEC},
+        "felt_rounds": results.felt,
+        "felt_notes": {
+            "startup": "exec to the simulated CLI's first screen at the outer PTY, direct vs `waaah agent`",
+            "restart_less_backoff_ms": "SIGKILL of the agent to waaah's next `start` event, less the "
+            f"`delay` of its `restart` event (WAAAH_RESTART_BASE_SECONDS={RESTART_BASE_S}; stated to 10 ms)",
+            "continue_ms": "the turn's end as the terminal shows it to the `delivery` event (continue, pasted)",
+            "continue_less_settle_ms": "the same less PolicyConfig.settle, the quiet the policy waits for",
+        },
         "in_process": costs,
         "goals": goals(results),
         "failures": results.failures,
@@ -567,11 +772,12 @@ def main() -> int:
         with make_setup() as setup:
             run_rounds(setup, results)
             run_once(setup, results)
+            run_felt(setup, results)
         costs = screen_costs()
     except BenchError as err:
         print(f"bench_relay: {err}", file=sys.stderr)
         return 1
-    report = table(results, costs)
+    report = table(results, costs) + "\n\n" + felt_table(results)
     print()
     print(report)
     print()
