@@ -187,10 +187,10 @@ def doctor(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
     if as_json:
-        print(json.dumps([c.to_json() for c in checks], indent=2))
+        print(_masked(json.dumps([c.to_json() for c in checks], indent=2), api_key))
     else:
         for check in checks:
-            print(check.line())
+            print(_masked(check.line(), api_key))
     raise typer.Exit(doc.exit_code(checks))
 
 
@@ -250,6 +250,15 @@ def run(
         Path | None,
         typer.Option("--workspace", help="Run here (its git root). Default: the current directory."),
     ] = None,
+    pass_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pass-env",
+            help="Also give the CLI this variable (repeatable; NAME_ is a prefix; also "
+            f"{settings.PASS_ENV}=A,B). Other providers' keys and cloud credentials are withheld "
+            "by default. Example: --pass-env AWS_",
+        ),
+    ] = None,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -271,6 +280,7 @@ def run(
         format=fmt,
         extra_args=[a for a in ctx.args if a != "--"],
         workspace=workspace,
+        pass_env=settings.pass_env(pass_env, os.environ),
     )
 
     def go() -> int:
@@ -297,7 +307,9 @@ def sessions(
 
     start = (workspace or Path.cwd()).resolve()
     roots = runlog.tree(git_root(start) or start)
-    print(json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots))
+    print(
+        _masked(json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots))
+    )
 
 
 @app.command()
@@ -319,9 +331,9 @@ def status(
         )
         raise typer.Exit(ExitCode.NO_SESSION)
     if as_json:
-        print(json.dumps([r.to_json() for r in chosen], indent=2))
+        print(_masked(json.dumps([r.to_json() for r in chosen], indent=2)))
     else:
-        print("\n\n".join(report.detail(r) for r in chosen))
+        print(_masked("\n\n".join(report.detail(r) for r in chosen)))
 
 
 @app.command("mcp-proxy")
@@ -354,7 +366,7 @@ def _exit(action: object) -> None:
     try:
         code = action()  # type: ignore[operator]
     except WaaahError as err:
-        print(f"waaah: {err}", file=sys.stderr)
+        print(f"waaah: {_masked(str(err))}", file=sys.stderr)
         raise typer.Exit(err.exit_code) from None
     except BrokenPipeError:
         raise typer.Exit(ExitCode.INTERNAL) from None
@@ -362,6 +374,16 @@ def _exit(action: object) -> None:
         print("waaah: interrupted", file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     raise typer.Exit(int(code or 0))
+
+
+def _masked(text: str, *secrets: str | None) -> str:
+    """What we print, with the secrets of this environment (and any given by a flag) masked."""
+    from waaah_agent.core.redact import Redactor, known_secrets
+
+    redact = Redactor(known_secrets(os.environ))
+    for secret in secrets:
+        redact.add(secret)
+    return redact(text)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ INBOX = "WAAAH_INBOX"  # the session inbox the proxy and the hooks append to
 SESSION_ID = "WAAAH_SESSION_ID"  # the supervised session, for what the agent runs
 PARENT_ID = "WAAAH_PARENT_ID"  # links a `waaah run` under the session or run that started it
 DEFAULT_AGENT_VAR = "WAAAH_DEFAULT_AGENT"
+PASS_ENV = "WAAAH_PASS_ENV"  # `waaah run`: more variables for the CLI, e.g. "AWS_,MY_TOKEN"
 LOG_LEVEL = "WAAAH_LOG_LEVEL"
 PROXY_LOG_LEVEL = "WAAAH_PROXY_LOG_LEVEL"
 SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
@@ -163,6 +164,12 @@ def run_agent_name(flag: str | None, resumed: str | None, env: Mapping[str, str]
 
 def parent_id(flag: str | None, env: Mapping[str, str]) -> str:
     return text(flag, env, PARENT_ID) or ""
+
+
+def pass_env(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables `waaah run` passes besides its defaults: every --pass-env, and PASS_ENV."""
+    given = [*(flags or []), env.get(PASS_ENV, "")]
+    return tuple(n.strip() for g in given for n in g.replace(";", ",").split(",") if n.strip())
 
 
 def log_level(env: Mapping[str, str]) -> str:

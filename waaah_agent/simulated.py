@@ -9,7 +9,8 @@ SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HA
 (stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N,
 SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SUBMIT_LAG=S (a
 submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
-seconds: the moment between the CLI taking a prompt and the screen showing it).
+seconds: the moment between the CLI taking a prompt and the screen showing it). `/apikey` opens a
+key-entry screen that echoes what is typed, as gemini's "Enter Gemini API Key" does; Enter closes it.
 
 SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
@@ -60,6 +61,7 @@ class Sim:
         self.hang = os.environ.get("SIM_HANG") in ("1", "hard")  # "hard": Esc does not help either
         self.submit_lag = float(os.environ.get("SIM_SUBMIT_LAG", "0"))
         self.lagging = ""  # a prompt taken but still shown in the input box (SIM_SUBMIT_LAG)
+        self.key_entry: str | None = None  # the /apikey screen is up, with what was typed so far
 
     # -- drawing -----------------------------------------------------------------------
     def draw(self) -> None:
@@ -73,7 +75,9 @@ class Sim:
             " simulated-workspace   no sandbox   sim-model",
         ]
         status = []
-        if busy:
+        if self.key_entry is not None:
+            status = ["SIMULATED: enter your API key (Enter to save): " + self.key_entry]
+        elif busy:
             spin = SPINNER[int(time.monotonic() * 10) % len(SPINNER)]
             secs = int(time.monotonic() - self.busy_started)
             status = [f"{spin} Thinking... (esc to cancel, {secs}s)"]
@@ -125,6 +129,13 @@ class Sim:
         return None
 
     def on_key(self, key: bytes) -> int | None:
+        if self.key_entry is not None:
+            if key == b"\r":
+                self.key_entry = None
+                self.history.append("API key saved (simulated).")
+            elif key >= b" ":
+                self.key_entry += key.decode("latin-1")
+            return None
         if key == b"\x03":
             now = time.monotonic()
             if now - self.last_ctrl_c < 2.0:
@@ -159,6 +170,9 @@ class Sim:
             return None
         if text.startswith("/limit"):  # a usage-limit banner, as the real CLIs print one
             self.history.append("SIMULATED usage limit reached · " + text[len("/limit") :].strip())
+            return None
+        if text == "/apikey":
+            self.key_entry = ""
             return None
         if text == "/size":
             cols, rows = shutil.get_terminal_size((0, 0))

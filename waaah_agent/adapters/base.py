@@ -77,6 +77,9 @@ class Adapter:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()
+    # Its provider's variables (names, or prefixes ending in "_"): `waaah run` passes these to it
+    # and keeps them from every other CLI (runtime/cli_env.py).
+    provider_env: tuple[str, ...] = ()
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
     # How this CLI is given the waaah MCP server (runtime/mcp_setup.py: UserSettings, a file of

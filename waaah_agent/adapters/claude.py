@@ -89,5 +89,6 @@ ADAPTER = Adapter(
     tokens=claude_counter,
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
+    provider_env=("ANTHROPIC_", "CLAUDE_", "CLOUD_ML_REGION", "VERTEX_"),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_claude)),
 )

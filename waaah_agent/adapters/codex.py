@@ -35,5 +35,6 @@ ADAPTER = Adapter(
     rules=HEADLESS_ONLY_RULES,
     tested_version="0.169.0",
     interactive=False,
+    provider_env=("OPENAI_", "CODEX_"),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False),
 )

@@ -68,6 +68,7 @@ RULES = ScreenRules(
         r"Do you trust the files in this folder\?|Allow execution|Apply this change\?|Waiting for user confirmation"
     ),
     login=re.compile(r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key"),
+    secret_entry=re.compile(r"│\s+Enter Gemini API Key"),
     limit=re.compile(r"│\s+Usage limit reached for [^│\n]*|│\s+You have exhausted your [^│\n]*quota"),
     exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
 )
@@ -91,5 +92,6 @@ ADAPTER = Adapter(
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
+    provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_"),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini)),
 )

@@ -35,6 +35,7 @@ ADAPTER = Adapter(
     rules=HEADLESS_ONLY_RULES,
     tested_version="1.18.33",
     interactive=False,
+    provider_env=("OPENCODE_", "OPENAI_"),
     headless=Headless(
         _headless, parser=lambda: StreamParser(apply_opencode), own_session_ids=False, stdin_prompt=True
     ),

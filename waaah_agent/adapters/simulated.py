@@ -34,6 +34,7 @@ ADAPTER = Adapter(
         dialog=re.compile(r"Allow this action\? \(y/n\)"),
         login=re.compile(r"SIMULATED: login required"),
         limit=re.compile(r"^SIMULATED usage limit reached[^\n]*", re.MULTILINE),
+        secret_entry=re.compile(r"^SIMULATED: enter your API key", re.MULTILINE),
         dialog_rows=200,  # its short history sits at the top of the screen
     ),
     enter_delay=0.2,

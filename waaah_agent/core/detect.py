@@ -54,6 +54,8 @@ class ScreenRules:
     login: re.Pattern[str] | None = None
     exited: re.Pattern[str] | None = None  # the CLI's goodbye (it is about to exit)
     limit: re.Pattern[str] | None = None  # a usage-limit banner or dialog
+    # A screen where a secret is typed (an API key or login code): what it echoes is not recorded.
+    secret_entry: re.Pattern[str] | None = None
     region_rows: int = 12
     dialog_rows: int = 25
 
@@ -92,6 +94,7 @@ class Reading:
     """
 
     login: str | None = None
+    secret_entry: str | None = None  # a screen where a key or code is typed
     exiting: str | None = None
     limit: str | None = None  # the whole screen line holding a usage-limit banner
     busy: str | None = None
@@ -118,6 +121,7 @@ def read(rules: ScreenRules, view: ScreenView) -> Reading:
     limit = find(rules.limit, tall)
     return Reading(
         login=_said(find(rules.login, tall)),
+        secret_entry=_said(find(rules.secret_entry, tall)),
         exiting=_said(find(rules.exited, tall)),
         limit=_line_of(view, limit.group(0)) if limit else None,
         busy=busy,
@@ -135,6 +139,8 @@ def classify(reading: Reading, evidence: Evidence = Evidence()) -> tuple[AgentSt
         return AgentState.EXITED, "process: the CLI is gone"
     if reading.login is not None:
         return AgentState.LOGIN, f"screen: {reading.login!r}"
+    if reading.secret_entry is not None:  # never typed into, like any dialog
+        return AgentState.DIALOG, f"screen: {reading.secret_entry!r}"
     if reading.exiting is not None:
         return AgentState.EXITING, f"screen: {reading.exiting!r}"
     if evidence.limits and reading.limit is not None:  # gemini's limit dialog: under a busy title

@@ -213,10 +213,17 @@ class Menu:
 
 
 @dataclass(frozen=True)
+class HideInput:
+    """A secret-entry screen came (``hidden``) or went: record ``[input hidden]``, not its echo."""
+
+    hidden: bool
+
+
+@dataclass(frozen=True)
 class Finish:
     """The run is over."""
 
     outcome: Outcome
 
 
-Action = Type | Look | Record | Notice | Say | Title | Save | SignalAgent | Menu | Finish
+Action = Type | Look | Record | Notice | Say | Title | Save | SignalAgent | Menu | HideInput | Finish

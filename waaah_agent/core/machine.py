@@ -30,6 +30,7 @@ from waaah_agent.core.events import (
     Event,
     ExitInfo,
     Finish,
+    HideInput,
     Instant,
     Keys,
     Look,
@@ -109,6 +110,7 @@ class Machine:
         self.hook_confirmed = False  # a UserPromptSubmit hook arrived for the prompt in flight
         self.worked = False  # busy since the agent was last ready
         self.menu_open = False
+        self.hiding = False  # a secret-entry screen is up: its echo is not recorded
         self.stopping: StopReason | None = None
         self.stop_detail = ""
         self.finished = False
@@ -201,6 +203,10 @@ class Machine:
         now, reading = t.mono, event.reading
         self.last_output = event.last_output
         self.last_reading = reading
+        if (reading.secret_entry is not None) != self.hiding:
+            self.hiding = not self.hiding
+            self._emit(HideInput(self.hiding))
+            self._record("secret-entry", shown=self.hiding, screen=reading.secret_entry)
         self._check_limit(t, reading)
         # A banner already waited out stays on the screen for a while: it is history then.
         facts = Evidence(wait_in_flight=bool(self.waits_in_flight), limits=self.limit_deadline is not None)

@@ -62,6 +62,11 @@ class LineCleaner:
                 self._line = (self._line + piece)[-MAX_LINE:]
         return out
 
+    @property
+    def partial(self) -> str:
+        """The line being written, not ended yet."""
+        return self._line
+
     def flush(self, now: float) -> list[str]:
         out: list[str] = []
         self._emit(out, now)

@@ -13,6 +13,7 @@ from pathlib import Path
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.errors import WorkflowNotFound
+from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
 
@@ -174,7 +175,7 @@ def check_workflow(workflow: str, workspace: Path) -> Check:
 def check_writable(workspace: Path) -> Check:
     folder = workspace / ".waaah"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
             pass
     except OSError as err:

@@ -23,6 +23,7 @@ import orjson
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.textlog import LineCleaner
+from waaah_agent.runtime.private import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ BUFFER = 64 * 1024
 # Bytes per second turned into clean text lines (~60 ms of CPU per MB, so at most ~3 % of a
 # core). A flood beyond this (a dumped file, a build log) goes only to the lossless .cast,
 # and the .log says how much it left out.
+HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 512 * 1024
 ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
@@ -179,7 +181,7 @@ class SessionLogs:
         max_bytes: int = 20 * 1024 * 1024,
         now: datetime | None = None,
     ) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         started = now or datetime.now()
         base = folder / f"{agent}-{stamp(started)}"
         n = 1
@@ -196,6 +198,7 @@ class SessionLogs:
         self._cleaned = 0
         self._skipped = 0
         self._cast_hold = b""
+        self._hidden = self._hidden_noted = False
         cols, rows = size
         header = {
             "version": 2,
@@ -212,16 +215,37 @@ class SessionLogs:
     def output(self, data: bytes) -> None:
         """Record agent output (called on the relay path: cheap, buffered)."""
         now = time.monotonic()
-        self._cast_out(now, data)
+        if self._hidden:
+            if not self._hidden_noted:  # what a secret-entry screen echoes is never written
+                self._hidden_noted = True
+                self._cast.write(b'[%.6f, "m", "%b"]\n' % (now - self._t0, HIDDEN.encode()))
+                self._line(HIDDEN)
+            return
         if now >= self._window_end:
             self._next_window(now)
+        spread = False
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
             self._skipped += len(data)
+        else:
+            self._cleaned += len(data)
+            lines = self._cleaner.feed(data, now)
+            # A known secret in the clean text that the raw bytes do not hold as they are: it
+            # is spread by escapes there (a redrawn line), and the .cast needs the slow search.
+            spread = self._redact.spread_in([*lines, self._cleaner.partial])
+            for line in lines:
+                self.recent.append(self._redact(line))
+                self._line(line)
+        self._cast_out(now, data, spread=spread)
+
+    def hide(self, hidden: bool) -> None:
+        """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
+        if hidden == self._hidden:
             return
-        self._cleaned += len(data)
-        for line in self._cleaner.feed(data, now):
-            self.recent.append(self._redact(line))
-            self._line(line)
+        self._hidden, self._hidden_noted = hidden, False
+        if hidden:
+            self._cast_out(time.monotonic(), b"", final=True)  # what came before, in full
+        else:
+            self._cleaner = LineCleaner()  # the screen's redraws after it start afresh
 
     def _next_window(self, now: float) -> None:
         if self._skipped:
@@ -229,12 +253,11 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
-        data = self._redact.exact_raw(self._cast_hold + data)
-        # A secret can straddle two reads: hold back a tail shorter than the longest one,
-        # and never cut a character in two.
-        hold = max(0, self._redact.longest_raw - 1)
-        cut = len(data) if final else char_boundary(data, max(0, len(data) - hold))
+    def _cast_out(self, now: float, data: bytes, final: bool = False, spread: bool = False) -> None:
+        data = self._redact.raw(self._cast_hold + data, spread=spread)
+        # A secret can straddle two reads: hold back a tail where one may have begun, and
+        # never cut a character in two.
+        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
         out, self._cast_hold = data[:cut], data[cut:]
         if out:
             self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))

@@ -185,7 +185,7 @@ class Supervisor:
                 self.notify(text)
             case ev.Title(text):
                 if self.cfg.interactive:  # the agent's screen itself is never written to
-                    self._write_stdout(f"\x1b]0;{text}\x07".encode())
+                    self._write_stdout(f"\x1b]0;{self.session.redact(text)}\x07".encode())
             case ev.Save(changes):
                 for name, value in changes.items():
                     setattr(self.state, name, value)
@@ -194,6 +194,8 @@ class Supervisor:
                 self.child.signal_group(signal.SIGKILL if kill else signal.SIGTERM)
             case ev.Menu(open_):
                 self._menu(open_)
+            case ev.HideInput(hidden):
+                self.logs.hide(hidden)
             case ev.Finish(outcome):
                 self.outcome = outcome
 

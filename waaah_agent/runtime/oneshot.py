@@ -29,9 +29,10 @@ from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import RetryConfig, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import runlog
+from waaah_agent.runtime import cli_env, runlog
 from waaah_agent.runtime.headless import Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.session import find_binary
+from waaah_agent.runtime.store import atomic_write
 from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
@@ -52,6 +53,7 @@ class RunOptions:
     extra_args: list[str] = field(default_factory=list)
     workspace: Path | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
+    pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class _Run:
         self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
         self.deadline, self.log_id, self.resume_id = deadline, log_id, resume_id
         self.resuming = bool(resume_id)
-        self.breakers = runlog.BreakerStore()
+        self.breakers = runlog.BreakerStore(redact=redact)
         self.attempts: list[Attempt] = []
         self.tried: list[str] = []
         self.tokens = Tokens()
@@ -333,7 +335,10 @@ class _Run:
             resume=resume,
             prompt_on_stdin=not in_argv,
         )
-        env = dict(self.env)
+        others = [a.provider_env for a in adapters.registry().values() if a is not adapter]
+        env = cli_env.for_cli(
+            self.env, adapter.provider_env, [p for o in others for p in o], self.opts.pass_env
+        )
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
@@ -470,7 +475,7 @@ def show(
 
         def save(full: str) -> str:
             path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
-            path.write_text(full, encoding="utf-8", errors="replace")
+            atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
             return str(path)
 
         out.write(present.llm_text(envelope, redact(stderr), save) + "\n")

@@ -27,6 +27,7 @@ from typing import Any
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import Breaker, BreakerConfig, BreakerState
 from waaah_agent.runtime import report
+from waaah_agent.runtime.private import open_append, private_dir
 from waaah_agent.runtime.store import atomic_write
 
 
@@ -41,8 +42,8 @@ class RunLog:
     def __init__(self, path: Path, redact: Redactor) -> None:
         self.path = path
         self._redact = redact
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", encoding="utf-8")
+        private_dir(path.parent)
+        self._fh = open_append(path)
 
     def write(self, record: str, **fields: Any) -> None:
         line = json.dumps({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
@@ -299,8 +300,11 @@ class BreakerStore:
     """``breakers.json`` under the user state dir; read-modify-write under a lock file, replaced
     atomically. A corrupt file is moved aside and counts as all-closed."""
 
-    def __init__(self, folder: Path | None = None, config: BreakerConfig | None = None) -> None:
+    def __init__(
+        self, folder: Path | None = None, config: BreakerConfig | None = None, redact: Redactor | None = None
+    ) -> None:
         self.folder = folder or state_dir()
+        self.redact = redact or Redactor()  # its last errors are shown by `waaah doctor`
         self.path = self.folder / "breakers.json"
         self.config = config or BreakerConfig()
 
@@ -328,9 +332,8 @@ class BreakerStore:
             breaker = breakers.get(agent) or Breaker(config=self.config)
             breaker.record(ok, now, failure)
             breakers[agent] = breaker
-            atomic_write(
-                self.path, json.dumps({k: b.to_json() for k, b in breakers.items()}, indent=2) + "\n", 0o600
-            )
+            text = json.dumps({k: b.to_json() for k, b in breakers.items()}, indent=2)
+            atomic_write(self.path, self.redact(text) + "\n", 0o600)
         return breaker
 
 

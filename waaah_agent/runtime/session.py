@@ -90,6 +90,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         raise LoginRequired(login_message(adapter))
     store = SessionStore(workspace / ".waaah" / "sessions")
     session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
+    session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
+    session.redact.add(opts.api_key)
     # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
     child_env[settings.PARENT_ID] = state.id
     try:
@@ -115,6 +117,7 @@ def setup_mcp(
         opts.server, opts.api_key, env, existing, console.interactive, console.ask
     )
     state.server_url = server.url
+    session.redact.add(server.api_key)  # typed at the prompt, or from the CLI's own entry
     per_run = {settings.AGENT_ID: state.agent_id, settings.INBOX: str(session.inbox)}
     env.update(per_run)
     given = adapter.mcp.give(env, server, session.path, per_run)
@@ -254,7 +257,7 @@ def supervise(
     workspace = Path(state.workspace)
     env.update({settings.SESSION_ID: state.id, settings.INBOX: str(session.inbox)})
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
-    redactor = Redactor(known_secrets(env))
+    redactor = session.redact
     logs = SessionLogs(workspace / ".waaah" / "logs", adapter.name, size, redactor)
     mailbox = Mailbox()
     inbox = Inbox(session.inbox, mailbox)

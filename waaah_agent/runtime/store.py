@@ -20,7 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
+from waaah_agent.runtime.private import open_append, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +110,8 @@ class SessionDir:
     """One session's folder, held under an exclusive lock while open."""
 
     def __init__(self, root: Path, session_id: str) -> None:
-        self.path = root / session_id
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path = private_dir(root / session_id)
+        self.redact = Redactor()  # shapes; the run sets one that knows its environment's secrets
         self.state_file = self.path / "session.json"
         self.events_file = self.path / "events.jsonl"
         self.inbox = self.path / "inbox.jsonl"
@@ -147,7 +149,7 @@ class SessionDir:
         """Persist ``state``; on failure (disk full) keep the old file and return False."""
         state.updated = now_iso()
         try:
-            atomic_write(self.state_file, json.dumps(state.to_json(), indent=2) + "\n")
+            atomic_write(self.state_file, json.dumps(self.redact.value(state.to_json()), indent=2) + "\n")
         except OSError as err:
             log.warning("could not save %s (the previous copy is kept): %s", self.state_file, err)
             return False
@@ -156,8 +158,8 @@ class SessionDir:
     def event(self, name: str, /, **fields: Any) -> None:
         record = {"ts": round(time.time(), 3), "event": name, **fields}
         try:
-            with self.events_file.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, default=str) + "\n")
+            with open_append(self.events_file) as fh:
+                fh.write(self.redact(json.dumps(record, default=str)) + "\n")
         except OSError as err:
             log.warning("could not append to %s: %s", self.events_file, err)
 
