@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import stat
 import subprocess
+import threading
 from datetime import datetime
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from tests.doubles.waaah_server import WaaahServer
 from tests.runtime.helpers import WAAAH
 from waaah_agent import adapters
-from waaah_agent.errors import UsageError
+from waaah_agent.errors import ExitCode, UsageError
 from waaah_agent.runtime import mcp_setup
 from waaah_agent.runtime.mcp_setup import PerRunConfig, ServerChoice, UserSettings
 from waaah_agent.runtime.waaah import check_server
@@ -172,3 +174,168 @@ def test_doctor_knows_the_pinned_cli_versions(tmp_path, workspace):
     env = {"HOME": str(tmp_path), "PATH": f"{CLI_BIN_DIR}:/usr/bin:/bin", "GEMINI_API_KEY": "k"}
     _, checks = doctor(workspace, env, "--agent", "gemini")
     assert checks["gemini CLI"]["status"] == "ok" and "0.61.0" in checks["gemini CLI"]["detail"]
+
+
+# The user's settings file in every shape the world leaves it in: followed, refused, never blocked.
+
+SERVER = ServerChoice("http://127.0.0.1:9", None, "--server")
+GEMINI_LOGIN = adapters.registry()["gemini"].needs_login
+
+
+def gemini_home(tmp_path):
+    """A throwaway HOME with ~/.gemini; returns (env, the settings path)."""
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    return {"HOME": str(home)}, home / ".gemini" / "settings.json"
+
+
+def within(seconds, call):
+    """``call()`` in a thread that must be done in ``seconds``: a read that blocks fails, not hangs."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except Exception as err:  # the test inspects it
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"blocked for more than {seconds} s"
+    return outcome
+
+
+def assert_refused(env, path, match, *, before=None):
+    """Reading and editing both raise one clear line naming the file; the file stays as it was."""
+    with pytest.raises(UsageError, match=match) as err:
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    assert err.value.exit_code == ExitCode.USAGE and "\n" not in str(err.value)
+    assert str(path) in str(err.value)
+    if before is not None:
+        assert path.read_bytes() == before
+    assert not list(path.parent.glob("*.waaah-backup-*")) and not list(path.parent.glob(".*.tmp"))
+    return err.value
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "gemini-settings.json"
+    before = b'{"ui": {"theme": "Dracula"}, "general": {"vimMode": true}}'
+    target.write_bytes(before)
+    target.chmod(0o640)
+    settings.symlink_to(target)
+
+    notes = install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    assert settings.is_symlink() and os.readlink(settings) == str(target)
+    after = json.loads(target.read_text())
+    assert list(after) == ["ui", "general", "mcpServers"] and after["mcpServers"]["waaah"]["trust"] is True
+    backup = settings.with_name("settings.json.waaah-backup-20260102-030405")
+    assert backup.read_bytes() == before and not backup.is_symlink()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # no key: the mode stays
+    assert not list(dotfiles.glob(".*.tmp")) and any(str(target) in n for n in notes)
+    assert GEMINI_MCP.existing(env) is not None
+
+
+def test_a_read_only_settings_file_is_refused_untouched_with_the_entry_to_add(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    before = b'{"ui": {"theme": "Dracula"}}\n'
+    settings.write_bytes(before)
+    settings.chmod(0o444)  # no write bit for anyone: read-only even for root
+    err = assert_refused(env, settings, "is read-only", before=before)
+    assert "chmod u+w" in err.fix and "--no-mcp" in err.fix and '"waaah": {"command": ' in err.fix
+    key = ServerChoice("http://h", "secret-key-123", "x")
+    with pytest.raises(UsageError) as keyed:
+        install_gemini(env, key, datetime.now())
+    assert "secret-key-123" not in str(keyed.value) and "<your WAAAH API key>" in str(keyed.value)
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o444 and settings.read_bytes() == before
+    assert GEMINI_MCP.existing(env) is None  # reading it is fine
+
+
+def test_a_settings_file_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    settings.mkdir()
+    assert_refused(env, settings, "is a directory, not a settings file")
+    assert GEMINI_MCP.doctor(env).status == "fail" and "directory" in GEMINI_MCP.doctor(env).detail
+    settings.rmdir()
+
+    os.mkfifo(settings)
+    for call in (
+        lambda: GEMINI_MCP.existing(env),
+        lambda: install_gemini(env, SERVER, datetime.now()),
+        lambda: GEMINI_LOGIN(env),
+        lambda: CLAUDE_MCP.existing({"HOME": str(tmp_path)}),
+    ):
+        outcome = within(5, call)
+        if "error" in outcome:
+            assert "is a FIFO, not a settings file" in str(outcome["error"])
+    assert within(5, lambda: GEMINI_LOGIN(env))["value"] is False  # the MCP step names the file
+    (tmp_path / ".claude.json").symlink_to(settings)
+    assert within(5, lambda: CLAUDE_MCP.existing({"HOME": str(tmp_path)}))["value"] is None
+    assert stat.S_ISFIFO(settings.lstat().st_mode)
+    settings.unlink()
+
+    try:
+        os.mknod(settings, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null: reads as empty
+    except PermissionError:
+        settings.symlink_to("/dev/null")
+    assert_refused(env, settings, "is a device, not a settings file")
+    assert settings.is_symlink() or stat.S_ISCHR(settings.lstat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"[1, 2]", "does not hold a JSON object"),
+        (b'"text"', "does not hold a JSON object"),
+        (b'{"mcpServers": ["github"]}', '"mcpServers" in .* is not a JSON object'),
+        (b'{"ui": "caf\xe9"}', "is not UTF-8 text"),
+        (b"{ not json", "cannot parse"),
+    ],
+)
+def test_a_settings_file_of_the_wrong_shape_is_refused_byte_for_byte(tmp_path, content, match):
+    env, settings = gemini_home(tmp_path)
+    settings.write_bytes(content)
+    assert_refused(env, settings, match, before=content)
+    with pytest.raises(UsageError, match=match):
+        GEMINI_MCP.existing(env)
+
+
+def test_a_huge_settings_file_is_refused_without_reading_it_all(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    huge = b'{"pad": "' + b"x" * (4 * 1024 * 1024 + 10) + b'"}'
+    settings.write_bytes(huge)
+    assert_refused(env, settings, "larger than 4 MB", before=huge)
+
+
+def test_a_dangling_symlink_is_refused_and_nothing_is_created(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    missing = tmp_path / "unmounted" / "settings.json"
+    settings.symlink_to(missing)
+    err = assert_refused(env, settings, "which does not exist")
+    assert str(missing) in err.what and "remove the link" in err.fix
+    assert os.readlink(settings) == str(missing) and not missing.parent.exists()
+
+
+def test_a_settings_edit_keeps_every_other_key_in_order(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    before = {"z": 1, "mcpServers": {"b": {"command": "b"}, "a": {"command": "a"}}, "a": [1, {"x": None}]}
+    settings.write_text(json.dumps(before))
+    settings.chmod(0o644)
+    install_gemini(env, SERVER, datetime.now())
+    after = json.loads(settings.read_text())
+    waaah = after["mcpServers"].pop("waaah")
+    assert after == before and list(after) == list(before) and list(after["mcpServers"]) == ["b", "a"]
+    assert waaah["env"] == {"WAAAH_SERVER_URL": SERVER.url}
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o644
+
+
+def test_the_login_check_reads_odd_settings_without_a_traceback(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    assert GEMINI_LOGIN(env) is True  # no settings, no key
+    settings.write_text(json.dumps({"security": "oauth"}))
+    assert GEMINI_LOGIN(env) is True
+    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "vertex-ai"}}}))
+    assert GEMINI_LOGIN(env) is False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,7 +10,8 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
-from waaah_agent.runtime.mcp_setup import UserSettings
+from waaah_agent.errors import UsageError
+from waaah_agent.runtime.mcp_setup import UserSettings, read_json
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -37,12 +37,14 @@ def _needs_login(env: Mapping[str, str]) -> bool:
     if (home / "oauth_creds.json").exists() or env.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return False
     try:
-        settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return True
-    auth = settings.get("security", {}).get("auth", {}).get("selectedType") or settings.get(
-        "selectedAuthType"
-    )
+        settings = read_json(home / "settings.json")
+    except UsageError:
+        # What is wrong with the file is said once, naming it, by the MCP set-up (and by
+        # `waaah doctor`'s MCP entry check); a login message would send the user the wrong way.
+        return False
+    security = settings.get("security")
+    auth = security.get("auth") if isinstance(security, dict) else None
+    auth = (auth.get("selectedType") if isinstance(auth, dict) else None) or settings.get("selectedAuthType")
     # Vertex, Cloud Shell and compute ADC logins leave no file we can check: trust them.
     return auth in (None, "gemini-api-key", "oauth-personal")
 

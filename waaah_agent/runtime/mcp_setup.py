@@ -7,7 +7,9 @@ Two ways, each an object an adapter picks and fills with its CLI's paths and fla
   workspace settings are ignored in folders it does not trust, and writing into the workspace
   would put a key into the user's repository). Every edit is a read-modify-write that keeps all
   other keys, with a timestamped backup first and an atomic replace, mode 0600 when the entry
-  holds a key.
+  holds a key. A symlink is followed (the file it names is edited, the link stays); a file that
+  is read-only, or is not a regular file holding a JSON object, is refused with one line and
+  left byte for byte as it was (:func:`read_config`, :func:`check_writable`).
 * :class:`PerRunConfig`: the CLI takes a config file per run (claude: ``--mcp-config <file>`` in
   the session folder, plus ``--allowedTools mcp__waaah`` so tool calls do not stop at a
   permission dialog); the user's files are never touched.
@@ -18,9 +20,10 @@ session inbox.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,16 +56,127 @@ class McpPlan:
     health: str | None  # the first check's detail ("ok", "unreachable: ...", "bad key")
 
 
-def read_json(path: Path) -> dict[str, object]:
-    if not path.exists():
-        return {}
+#: The largest settings file read: a settings file is a few kB; megabytes are something else.
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+#: What to tell the user when a file of theirs is refused.
+FIX_FILE = "fix or move it, then start again (or start with --no-mcp)"
+
+
+class ConfigRefused(UsageError):
+    """A user's config file we will not read or edit: what is wrong with it, and the fix."""
+
+    def __init__(self, what: str, fix: str = FIX_FILE) -> None:
+        super().__init__(f"{what}; {fix}")
+        self.what = what
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A user's JSON config file as read: the name the user knows, the file itself, its content."""
+
+    path: Path  # the name the user knows (maybe a symlink)
+    target: Path  # the file itself, every symlink followed
+    raw: bytes | None  # None: there is no file yet
+    data: dict[str, Any]
+    mode: int | None  # its permission bits; None: there is no file yet
+
+    @property
+    def where(self) -> str:
+        return _name(self.path, self.target)
+
+
+def _name(path: Path, target: Path) -> str:
+    return f"{path} (a link to {target})" if path != target else str(path)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a device")
+
+
+def read_config(path: Path, limit: int = MAX_SETTINGS_BYTES) -> ConfigFile:
+    """Read the JSON object in a user's config file without ever blocking.
+
+    Symlinks are followed. A missing file reads as ``{}``. Anything else that is not a regular
+    file of at most ``limit`` bytes of UTF-8 JSON holding an object (with ``mcpServers``, if
+    there, an object) raises :class:`ConfigRefused` naming the file: a directory, a FIFO (opened
+    non-blocking and checked before any read), a device, a huge file, a dangling symlink (where
+    the user keeps the file is not known: creating the missing target could write into a mount
+    point not mounted yet, replacing the link would cut it from the user's dotfiles).
+    """
+    linked = os.path.islink(path)
+    target = Path(os.path.realpath(path)) if linked else path
+    where = _name(path, target)
     try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+        info = os.stat(target)
+    except FileNotFoundError:
+        if linked:
+            raise ConfigRefused(
+                f"{path} is a link to {target}, which does not exist",
+                "create that file (holding {}) or remove the link, then start again (or start with --no-mcp)",
+            ) from None
+        return ConfigFile(path, target, None, {}, None)
+    except OSError as err:
+        raise ConfigRefused(f"cannot read {where} ({err.strerror})") from err
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigRefused(
+            f"{where} is {_kind(info.st_mode)}, not a settings file",
+            "move it away, then start again (or start with --no-mcp)",
+        )
+    raw = _read_capped(target, where, limit)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigRefused(f"{where} is not UTF-8 text (byte {err.start})") from err
+    try:
+        data = json.loads(text.strip() or "{}")
     except ValueError as err:
-        raise UsageError(f"cannot parse {path} ({err}); fix or move it, then start again") from err
+        raise ConfigRefused(f"cannot parse {where} ({err})") from err
     if not isinstance(data, dict):
-        raise UsageError(f"{path} does not hold a JSON object; fix or move it, then start again")
-    return data
+        raise ConfigRefused(f"{where} does not hold a JSON object")
+    if not isinstance(data.get("mcpServers", {}), dict):
+        raise ConfigRefused(f'"mcpServers" in {where} is not a JSON object')
+    return ConfigFile(path, target, raw, data, stat.S_IMODE(info.st_mode))
+
+
+def _read_capped(target: Path, where: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file; opened non-blocking, checked again once open."""
+    too_big = ConfigRefused(
+        f"{where} is larger than {limit // (1024 * 1024)} MB, too large for a settings file"
+    )
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ConfigRefused(f"cannot read {where} ({err.strerror})") from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped between the stat and the open
+            raise ConfigRefused(f"{where} is {_kind(info.st_mode)}, not a settings file")
+        if info.st_size > limit:
+            raise too_big
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        raise ConfigRefused(f"cannot read {where} ({err.strerror})") from err
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise too_big
+    return b"".join(chunks)
+
+
+def read_json(path: Path, limit: int = MAX_SETTINGS_BYTES) -> dict[str, Any]:
+    """The JSON object in a user's config file (``{}`` when there is none); see :func:`read_config`."""
+    return read_config(path, limit).data
 
 
 def choose_server(
@@ -149,8 +263,8 @@ class UserSettings:
     def doctor(self, env: Mapping[str, str]) -> Finding:
         try:
             entry = self.existing(env)
-        except UsageError as err:
-            return Finding("fail", str(err), "fix the JSON of that file")
+        except ConfigRefused as err:
+            return Finding("fail", err.what, err.fix)
         where = self.path(env)
         if entry is None:
             return Finding(
@@ -166,24 +280,86 @@ class UserSettings:
 
 
 def install_entry(path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime) -> list[str]:
-    """Put ``entry`` into the settings file at ``path``; return notes for the user (empty if unchanged)."""
-    settings = read_json(path)
-    servers = settings.get("mcpServers")
+    """Put ``entry`` into the settings file at ``path``; return notes for the user (empty if unchanged).
+
+    A symlink stays a link: the file it points to is edited, replaced atomically by a file
+    written beside it. A file we must not write is refused before anything is written
+    (:func:`check_writable`); every refused file is left byte for byte as it was.
+    """
+    current = read_config(path)
+    servers = current.data.get("mcpServers")
     if isinstance(servers, dict) and servers.get(mcpconf.NAME) == entry:
         return []
+    check_writable(current, entry)
+    text = json.dumps(mcpconf.with_entry(current.data, entry), indent=2) + "\n"
+    mode = 0o600 if server.api_key else (current.mode if current.mode is not None else 0o644)
     notes = []
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        backup = path.with_name(f"{path.name}.waaah-backup-{now.strftime('%Y%m%d-%H%M%S')}")
-        shutil.copy2(path, backup)
-        notes.append(f"backed up {path} to {backup}")
-    mode = 0o600 if server.api_key else (path.stat().st_mode & 0o777 if path.exists() else 0o644)
-    atomic_write(path, json.dumps(mcpconf.with_entry(settings, entry), indent=2) + "\n", mode)
-    os.chmod(path, mode)
-    notes.append(f"configured the waaah MCP server ({server.url}) in {path}")
+    backup = None
+    try:
+        current.target.parent.mkdir(parents=True, exist_ok=True)
+        if current.raw is not None:
+            # Beside the name the user knows; the content of the file it names.
+            backup = path.with_name(f"{path.name}.waaah-backup-{now.strftime('%Y%m%d-%H%M%S')}")
+            _write_backup(backup, current.raw, current.mode or 0o600)
+            notes.append(f"backed up {current.where} to {backup}")
+        atomic_write(current.target, text, mode)
+    except OSError as err:
+        if backup is not None:
+            with contextlib.suppress(OSError):
+                backup.unlink()
+        raise _unwritable(current, entry, f"cannot be written ({err.strerror})") from err
+    with contextlib.suppress(OSError):  # the file is in place; its mode was set on creation
+        os.chmod(current.target, mode)
+    notes.append(f"configured the waaah MCP server ({server.url}) in {current.where}")
     if server.api_key:
-        notes.append(f"warning: the WAAAH API key is stored in plain text in {path} (mode 0600)")
+        notes.append(f"warning: the WAAAH API key is stored in plain text in {current.target} (mode 0600)")
     return notes
+
+
+def check_writable(current: ConfigFile, entry: dict[str, Any]) -> None:
+    """Refuse a settings file that is read-only: no write bit for anyone (the user's intent,
+    which holds for root too, whom permission bits do not stop), no write access for us, on a
+    read-only file system, or in a folder where the replacement cannot be created."""
+    target = current.target
+    if current.mode is not None:
+        if current.mode & 0o222 == 0:
+            raise _unwritable(current, entry, "is read-only", chmod=True)
+        if not os.access(target, os.W_OK):
+            raise _unwritable(current, entry, _why_not(target), chmod=True)
+    folder = target.parent
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        raise _unwritable(current, entry, f"cannot be replaced: its folder {folder} {_why_not(folder)}")
+
+
+def _why_not(path: Path) -> str:
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    except OSError:
+        pass
+    return "is not writable for us"
+
+
+def _unwritable(current: ConfigFile, entry: dict[str, Any], why: str, chmod: bool = False) -> ConfigRefused:
+    """The refusal of a file we cannot write: make it writable, or add the entry by hand."""
+    shown = dict(entry)
+    if isinstance(shown.get("env"), dict) and settings.API_KEY in shown["env"]:
+        shown["env"] = {**shown["env"], settings.API_KEY: "<your WAAAH API key>"}
+    make = f"make it writable (chmod u+w {current.target})" if chmod else "make it writable"
+    by_hand = json.dumps({mcpconf.NAME: shown})[1:-1]
+    return ConfigRefused(
+        f"{current.where} {why}, so the waaah MCP server cannot be added to it",
+        f'{make}, or add {by_hand} under "mcpServers" in it yourself, or start with --no-mcp',
+    )
+
+
+def _write_backup(backup: Path, raw: bytes, mode: int) -> None:
+    """A copy of the file's bytes; never through a symlink planted at the backup's name."""
+    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(raw)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @dataclass(frozen=True)
@@ -202,8 +378,8 @@ class PerRunConfig:
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
         if self.user_file is None:
             return None
-        try:
-            return mcpconf.find_entry(read_json(self.user_file(env)))
+        try:  # claude's ~/.claude.json keeps its history too: it may be large
+            return mcpconf.find_entry(read_json(self.user_file(env), limit=64 * MAX_SETTINGS_BYTES))
         except UsageError:
             return None  # the CLI's own file; not ours to judge
 

@@ -1,0 +1,176 @@
+"""The user's gemini settings file in every shape a night can leave it in, through `waaah agent --start=gemini`.
+
+`waaah agent` edits ``mcpServers.waaah`` in ``~/.gemini/settings.json``. A symlinked file keeps
+its link and its target is edited; anything it must not or cannot edit (read-only, on a read-only
+file system, a directory, a FIFO, the wrong JSON shape) is refused before gemini is started: one
+line naming the file and the fix, the exit code of a configuration error, no traceback, the file
+byte for byte as it was, and never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.doubles.cli_homes import cli_bin, end_process_group
+from tests.faults.conftest import WAAAH, assert_no_traceback, clean_env, run_waaah
+from tests.runtime.helpers import retry_until
+from waaah_agent.errors import ExitCode
+
+BEFORE = b'{\n  "ui": {"theme": "Dracula"},\n  "general": {"vimMode": true}\n}\n'
+
+
+def unused_url() -> str:
+    """A server address nobody listens on: the start does not ask, its check fails fast."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def gemini_env(home: Path) -> dict[str, str]:
+    """gemini on PATH, its home in the throwaway HOME, a dummy key so the login check passes."""
+    env = clean_env(home, GEMINI_CLI_HOME=str(home), GEMINI_API_KEY="dummy-key-for-the-login-check")
+    env["PATH"] = f"{cli_bin('gemini').parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
+    return env
+
+
+def settings_path(home: Path) -> Path:
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def start(workspace: Path, home: Path, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return run_waaah(
+        "agent",
+        "--start=gemini",
+        "--server",
+        unused_url(),
+        cwd=workspace,
+        env=gemini_env(home),
+        timeout=timeout,
+    )
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], path: Path, phrase: str) -> str:
+    """One line on stderr naming the file and what is wrong, the usage exit code, no traceback."""
+    assert_no_traceback(result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("waaah: ") and str(path) in lines[0] and phrase in lines[0], lines[0]
+    assert "--no-mcp" in lines[0]
+    assert result.returncode == ExitCode.USAGE, (result.returncode, result.stderr)
+    assert not list(path.parent.glob("settings.json.waaah-backup-*"))
+    return lines[0]
+
+
+@contextlib.contextmanager
+def read_only_tmpfs(where: Path, files: dict[str, bytes]) -> Iterator[Path]:
+    """A tmpfs at ``where`` holding ``files``, then remounted read-only: read-only even for root;
+    skipped where mounting is not allowed."""
+    where.mkdir(parents=True, exist_ok=True)
+    name = f"waaah-fault-{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", name, str(where)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}): needs root")
+    try:
+        for file, content in files.items():
+            (where / file).write_bytes(content)
+        ro = subprocess.run(["mount", "-o", "remount,ro", str(where)], capture_output=True, text=True)
+        if ro.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only ({ro.stderr.strip() or ro.returncode})")
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_symlinked_settings_file_keeps_its_link_and_the_target_is_edited(workspace, home, tmp_path):
+    settings = settings_path(home)
+    target = tmp_path / "dotfiles" / "gemini-settings.json"
+    target.parent.mkdir()
+    target.write_bytes(BEFORE)
+    settings.symlink_to(target)
+    out = tmp_path / "out.txt"
+    with out.open("w") as sink:
+        proc = subprocess.Popen(
+            [WAAAH, "agent", "--start=gemini", "--server", unused_url()],
+            cwd=workspace,
+            env=gemini_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            retry_until(lambda: "configured the waaah MCP server" in out.read_text(), timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)  # the supervisor saves the session and stops gemini
+            try:
+                proc.wait(timeout=20)
+            finally:
+                end_process_group(proc.pid)
+    assert_no_traceback(out.read_text())
+    assert settings.is_symlink() and os.readlink(settings) == str(target)
+    after = json.loads(target.read_text())
+    assert list(after) == ["ui", "general", "mcpServers"] and after["ui"] == {"theme": "Dracula"}
+    assert after["mcpServers"]["waaah"]["args"][-1] == "mcp-proxy"
+    (backup,) = settings.parent.glob("settings.json.waaah-backup-*")
+    assert backup.read_bytes() == BEFORE
+    assert not list(target.parent.glob(".*.tmp"))
+
+
+def test_a_read_only_settings_file_is_refused_untouched(workspace, home):
+    settings = settings_path(home)
+    settings.write_bytes(BEFORE)
+    settings.chmod(0o444)  # no write bit for anyone: the user's "read-only", which root honours too
+    line = assert_refused(start(workspace, home), settings, "is read-only")
+    assert f"chmod u+w {settings}" in line and '"waaah": {"command": ' in line
+    assert settings.read_bytes() == BEFORE and settings.stat().st_mode & 0o777 == 0o444
+
+
+def test_a_settings_file_on_a_read_only_file_system_is_refused_untouched(workspace, home):
+    with read_only_tmpfs(home / ".gemini", {"settings.json": BEFORE}) as folder:
+        settings = folder / "settings.json"
+        assert_refused(start(workspace, home), settings, "read-only file system")
+        assert settings.read_bytes() == BEFORE
+
+
+def test_a_directory_in_place_of_the_settings_file_is_refused(workspace, home):
+    settings = settings_path(home)
+    settings.mkdir()
+    (settings / "keep").write_bytes(b"x")
+    assert_refused(start(workspace, home), settings, "is a directory")
+    assert [p.name for p in settings.iterdir()] == ["keep"]
+
+
+def test_a_fifo_in_place_of_the_settings_file_is_refused_without_a_hang(workspace, home):
+    settings = settings_path(home)
+    os.mkfifo(settings)
+    assert_refused(start(workspace, home, timeout=10), settings, "is a FIFO")
+    assert settings.is_fifo()
+
+
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        (b'["ui", "theme"]\n', "does not hold a JSON object"),
+        (b'{"mcpServers": ["github"], "ui": {}}\n', '"mcpServers" in'),
+    ],
+)
+def test_a_settings_file_of_the_wrong_json_shape_is_refused_untouched(workspace, home, content, phrase):
+    settings = settings_path(home)
+    settings.write_bytes(content)
+    assert_refused(start(workspace, home), settings, phrase)
+    assert settings.read_bytes() == content
