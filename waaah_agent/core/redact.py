@@ -78,11 +78,11 @@ _TEXT_SHAPES = tuple(re.compile(p) for _, p in _SHAPES) + (re.compile(_ASSIGN),)
 _RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in _SHAPES)
 _RAW_ASSIGN = re.compile(_ASSIGN.encode())
 _RAW_ASSIGN_ANCHORS = tuple(a.encode() for a in _ASSIGN_ANCHORS)
-# A shape that may continue in the next read: an anchor's token running to the end of the chunk.
-_RAW_OPEN_TAIL = re.compile(
-    rb"\b(?:sk-|AIza|ya29\.|gh[pousr]_|github_pat_|xox[abposr]-|AKIA|ASIA|eyJ|key-|ant-api|"
-    rb"(?i:bearer\s+)|(?i:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*[:=]\s*[\"']?)"
-    rb"[A-Za-z0-9_\-.=+/~]*\Z"
+# A secret that may go on in the next read: a token-like word at the very end of a chunk (it
+# may become one of the shapes or a known value), and before it, what introduces a token.
+_WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.=+/~"
+_RAW_INTRO_TAIL = re.compile(
+    rb"(?i:bearer\s+|(?:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*[:=]\s*[\"']?)\Z"
 )
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for
 # Every raw shape has a run of at least 12 token characters. One C-speed pass maps token
@@ -186,18 +186,30 @@ class Redactor:
             data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
         return data
 
-    def hold_from(self, data: bytes) -> int:
-        """Where to cut ``data`` so that a secret that may go on in the next read is kept back."""
+    def hold_from(self, data: bytes, spread_tail: bool = False) -> int:
+        """Where to cut ``data`` so that a secret that may go on in the next read is kept back.
+
+        ``spread_tail``: the clean text ends with the start of a known value, which may be
+        spread by escapes in the raw bytes (look for where it begins: slow, so only then).
+        """
         start = max(0, len(data) - TAIL_WINDOW)
-        hold = len(data)
-        if m := _RAW_OPEN_TAIL.search(data, start):
+        hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
+        if m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold):
             hold = m.start()
-        if self._raw_secrets:
-            # A known value (maybe spread by escapes) begun and not finished at the end.
+        for secret in self._raw_secrets:  # a known value begun (one that is not all word bytes)
+            for k in range(min(len(secret) - 1, hold), 0, -1):
+                if data.endswith(secret[:k], 0, hold):
+                    hold = min(hold, hold - k)
+                    break
+        if spread_tail:
             for i in range(max(start, len(data) - self._spread_reach()), hold):
                 if data[i] in self._firsts and self._unfinished(data[i:]):
                     return i
         return hold
+
+    def starts_secret(self, text: str) -> bool:
+        """Whether ``text`` (clean) ends with the beginning of a known value (4 characters at least)."""
+        return any(text.endswith(s[:k]) for s in self._secrets for k in range(4, len(s)))
 
     def _spread_reach(self) -> int:
         return min(TAIL_WINDOW, self.longest_raw * 12)

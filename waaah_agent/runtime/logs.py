@@ -223,7 +223,7 @@ class SessionLogs:
             return
         if now >= self._window_end:
             self._next_window(now)
-        spread = False
+        spread = spread_tail = False
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
             self._skipped += len(data)
         else:
@@ -232,10 +232,11 @@ class SessionLogs:
             # A known secret in the clean text that the raw bytes do not hold as they are: it
             # is spread by escapes there (a redrawn line), and the .cast needs the slow search.
             spread = self._redact.spread_in([*lines, self._cleaner.partial])
+            spread_tail = self._redact.starts_secret(self._cleaner.partial)
             for line in lines:
                 self.recent.append(self._redact(line))
                 self._line(line)
-        self._cast_out(now, data, spread=spread)
+        self._cast_out(now, data, spread=spread, spread_tail=spread_tail)
 
     def hide(self, hidden: bool) -> None:
         """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
@@ -253,11 +254,13 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(self, now: float, data: bytes, final: bool = False, spread: bool = False) -> None:
+    def _cast_out(
+        self, now: float, data: bytes, final: bool = False, spread: bool = False, spread_tail: bool = False
+    ) -> None:
         data = self._redact.raw(self._cast_hold + data, spread=spread)
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
-        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
+        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data, spread_tail))
         out, self._cast_hold = data[:cut], data[cut:]
         if out:
             self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))

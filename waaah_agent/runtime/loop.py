@@ -249,6 +249,8 @@ class Supervisor:
         if not data:
             self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal closed"))
             return
+        if self.timers.due.pop(Timer.SCREEN, None) is not None:  # keys answer what is on the
+            self._update_screen()  # screen: read it first (a key dialog's echo must be hidden)
         self.tell(ev.Keys(data))
 
     def _write_stdout(self, data: bytes) -> None:

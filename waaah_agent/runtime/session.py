@@ -48,6 +48,7 @@ from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
+from waaah_agent.runtime.signals import signal_pipe
 from waaah_agent.runtime.store import (
     CorruptSession,
     SessionDir,
@@ -272,7 +273,10 @@ def supervise(
     restarts = Restarts(opts.backoff)
     run = Run(opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox)
     try:
-        with raw_mode(sys.stdin.fileno()) if console.interactive else contextlib.nullcontext():
+        with (
+            signal_pipe(),  # from here to the end, a stop signal is handled, never fatal
+            raw_mode(sys.stdin.fileno()) if console.interactive else contextlib.nullcontext(),
+        ):
             while True:
                 restarts.on_start(time.monotonic())
                 outcome = run.once(resumed, redactor)

@@ -19,17 +19,30 @@ def _ignore_in_handler(signum: int, frame: object) -> None:
     """The wake-up fd carries the signal number to the loop; the handler does nothing."""
 
 
+_active: list[int] = []  # the read end of the pipe in place, when there is one
+
+
 @contextlib.contextmanager
 def signal_pipe() -> Iterator[int]:
-    """Route the watched signals to a pipe (yielded: its read end); restore everything after."""
+    """Route the watched signals to a pipe (yielded: its read end); restore everything after.
+
+    Nested uses share the outer pipe: the session holds one for its whole life, so a signal
+    that comes between two runs of the agent (or while one starts) waits there for the loop
+    or the restart wait instead of killing the supervisor unsaved.
+    """
+    if _active:
+        yield _active[-1]
+        return
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     old_wakeup = signal.set_wakeup_fd(wake_w)
     old_handlers = {s: signal.signal(s, _ignore_in_handler) for s in WATCHED_SIGNALS}
+    _active.append(wake_r)
     try:
         yield wake_r
     finally:
+        _active.pop()
         signal.set_wakeup_fd(old_wakeup)
         for signum, handler in old_handlers.items():
             signal.signal(signum, handler)

@@ -1,0 +1,124 @@
+"""The redaction layer: known values and shapes, in text and in the raw stream, however they arrive."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from waaah_agent.core.redact import MASK, Redactor, is_secret_name, known_secrets
+
+KEY = "AIzaSyD-0123456789abcdefghijklmnopqrstu"
+SHAPED = [
+    "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345",
+    "sk-proj-abcdefghijklmnopqrstuvwxyz",
+    "AIzaSyA-abcdefghijklmnopqrstuvwxyz012345",
+    "ya29.a0AfB_byC-abcdefghijklmnopqrstu",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "gho_abcdefghijklmnopqrstuvwxyz0123456789",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "xoxb-1234567890-abcdefghijklmnop",
+    "AKIAIOSFODNN7EXAMPLE",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "key-0123456789abcdef0123456789abcdef",
+    "ant-api03-abcdefghijklmnopqrstuvwxyz",
+]
+ASSIGNED = [
+    "api_key=abcdefgh12345678",
+    "Authorization: Bearer abcdefghijklmnop1234",
+    '"token": "qwertyuiop123456"',
+]
+
+
+def test_secret_names_and_values():
+    for name in (
+        "GEMINI_API_KEY",
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "NPM_AUTH_TOKEN",
+        "WAAAH_API_KEY",
+    ):
+        assert is_secret_name(name), name
+    for name in (
+        "GIT_AUTHOR_NAME",
+        "SSH_AUTH_SOCK",
+        "PATH",
+        "KEYBOARD",
+        "TOKENIZERS_PARALLELISM",
+        "GOOGLE_APPLICATION_CREDENTIALS_FILE",
+    ):
+        assert not is_secret_name(name), name
+    env = {
+        "GITHUB_TOKEN": "ghx-" + "a" * 20,
+        "MY_SECRET": "short",
+        "AUTH_TOKEN_PATH": "/home/u/.t",
+        "X_KEY": "a b c d e f g h",
+    }
+    assert known_secrets(env) == ("ghx-" + "a" * 20,)
+
+
+@pytest.mark.parametrize("secret", SHAPED)
+def test_shapes_are_masked_in_text_and_in_the_raw_stream(secret):
+    r = Redactor()
+    assert secret not in r(f"the value is {secret} here")
+    assert secret.encode() not in r.raw(f"\x1b[1mthe value is {secret}\x1b[0m here\r\n".encode())
+
+
+@pytest.mark.parametrize("text", ASSIGNED)
+def test_assignments_keep_their_name_and_lose_their_value(text):
+    r = Redactor()
+    masked = r(text)
+    assert MASK in masked and text.split("=")[0].split(":")[0] in masked
+    assert MASK.encode() in r.raw(text.encode())
+
+
+def test_a_known_value_with_escapes_between_its_characters_is_masked_when_the_text_shows_it():
+    r = Redactor([KEY])
+    spread = "".join(f"{c}\x1b[3{i % 8}m" for i, c in enumerate(KEY)).encode()
+    assert r.spread_in([KEY])
+    masked = r.raw(b"before " + spread + b" after", spread=True)
+    assert MASK.encode() in masked and b"before" in masked and b"after" in masked
+    assert KEY.encode() not in masked.replace(b"\x1b", b"")
+
+
+def cast_stream(r: Redactor, chunks: list[bytes]) -> bytes:
+    """What SessionLogs writes to the .cast: each chunk masked, a possibly unfinished tail held back."""
+    out, hold = b"", b""
+    for chunk in chunks:
+        data = r.raw(hold + chunk)
+        cut = r.hold_from(data)
+        out, hold = out + data[:cut], data[cut:]
+    return out + r.raw(hold)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60), st.sampled_from([KEY, *SHAPED[:6]]), st.text("abc \n\x1b[0m", max_size=40))
+def test_a_secret_split_across_reads_anywhere_is_still_masked(cut_every, secret, filler):
+    r = Redactor([KEY])
+    data = f"{filler}token {secret} tail{filler}".encode()
+    chunks = [data[i : i + cut_every] for i in range(0, len(data), cut_every)]
+    out = cast_stream(r, chunks)
+    assert secret.encode() not in out and MASK.encode() in out
+    assert out.replace(MASK.encode(), b"").startswith(filler.encode())  # nothing else lost
+
+
+def test_nothing_is_held_back_for_ever_and_plain_output_passes_untouched():
+    r = Redactor([KEY])
+    data = b"\x1b[2J\x1b[H> Type your message or @path/to/file\r\n   no sandbox   gemini-2.5-pro\r\n"
+    assert r.raw(data) == data and r.hold_from(data) == len(data)
+    assert r.hold_from(b"partial AIzaSyD-0123") < len(b"partial AIzaSyD-0123")  # may go on: held
+
+
+def test_nested_values_are_masked_in_json_like_documents():
+    r = Redactor([KEY])
+    doc = {"argv": ["gemini", f"--key={KEY}"], "tail": [f"Bearer {'x' * 20}"], "n": 3}
+    masked = r.value(doc)
+    assert KEY not in str(masked) and "x" * 20 not in str(masked) and masked["n"] == 3
+
+
+def test_a_key_learned_later_is_masked_from_then_on():
+    r = Redactor()
+    r.add("waaah-live-key-123")
+    r.add("short")  # too short to mask everywhere
+    assert r("key waaah-live-key-123 short") == f"key {MASK} short"
