@@ -61,10 +61,11 @@ def run_checks(
 
 
 def check_leftovers(workspace: Path) -> Check:
-    """Processes a killed supervisor left running (each verified by start time)."""
-    from waaah_agent.runtime import reaper, report
+    """Processes a killed supervisor or `waaah run` left running (each verified by start time)."""
+    from waaah_agent.runtime import reaper, report, runlog
 
     found = [(f"session {r.id}", r.leftovers) for r in report.reports(workspace) if r.leftovers]
+    found += [(f"run {run.id}", run.leftovers) for run in runlog.all_runs(workspace) if run.leftovers]
     if not found:
         return Check("leftover processes", "ok", "none")
     records = [rec for _, recs in found for rec in recs]
