@@ -238,3 +238,58 @@ def test_a_sigkilled_waaah_run_shows_as_killed_and_its_leftovers_are_reported(wo
     line = next(ln for ln in doctor.stdout.splitlines() if "leftover processes" in ln)
     assert kill_pids(line) == {left["daemon"]}, doctor.stdout
     assert_no_traceback(sessions.stdout, sessions.stderr, doctor.stdout, doctor.stderr)
+
+
+# -- the pieces, in-process -------------------------------------------------------------------
+
+
+def test_a_recorded_process_is_only_the_same_process_with_the_same_start_time(strays):
+    from waaah_agent.runtime import reaper
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    strays.append(sleeper.pid)
+    proc = reaper.read_stat(sleeper.pid)
+    assert proc is not None
+    rec = reaper.record(proc)
+    assert reaper.still_running([rec, dict(rec)]) == [rec]  # once, however often recorded
+    assert reaper.still_running([{**rec, "start": rec["start"] + 1}]) == []  # a reused pid
+    assert reaper.still_running([{**rec, "boot": "another-boot"}]) == []
+    assert reaper.still_running([{"pid": "x"}, {"start": 1}, {"pid": os.getpid(), "start": 0}]) == []
+    assert not reaper.send(reaper.Proc(sleeper.pid, 0, proc.start + 1, "S"), signal.SIGKILL)
+    assert sleeper.poll() is None  # the wrong start time: not signalled
+    assert reaper.send(proc, signal.SIGKILL)
+    sleeper.wait(5)
+    assert reaper.still_running([rec]) == []
+
+
+def test_session_json_with_odd_process_fields_still_loads():
+    from waaah_agent.runtime.store import SessionState
+
+    base = {"id": "s", "agent": "a", "workflow": "w", "workspace": "/", "native_session_id": "n", "schema": 1}
+    assert SessionState.from_json(base).processes == []
+    odd = SessionState.from_json({**base, "processes": "nonsense", "leftovers": [1, 2]})
+    assert odd.processes == [] and odd.leftovers == []
+    kept = SessionState.from_json({**base, "processes": [{"pid": 5, "start": 7}]})
+    assert kept.processes == [{"pid": 5, "start": 7}]
+
+
+def test_a_run_log_without_an_end_is_killed_only_when_its_process_is_gone(tmp_path):
+    from waaah_agent.runtime import reaper, runlog
+
+    def log(name: str, **start: object) -> Path:
+        path = tmp_path / "2025-01-01" / f"{name}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"record": "start", "ts": 1.0, "agent": "gemini", **start}) + "\n")
+        return path
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    me = {"pid": os.getpid(), "pid_start": reaper.start_time(os.getpid()), "boot": reaper.boot_id()}
+    assert (
+        runlog.summarize(log("dead", pid=gone.pid, pid_start=12345, boot=reaper.boot_id())).status == "killed"
+    )
+    assert runlog.summarize(log("alive", **me)).status == "running"
+    assert runlog.summarize(log("reused", **{**me, "pid_start": me["pid_start"] - 1})).status == "killed"
+    assert runlog.summarize(log("older", prompt="hi")).status == "running"  # no pid recorded: unknown
+    summary = runlog.summarize(log("alive2", prompt="first line", parent_id="p1", **me))
+    assert (summary.first_prompt, summary.parent_id, summary.agent) == ("first line", "p1", "gemini")

@@ -145,13 +145,13 @@ def summarize(path: Path) -> RunSummary:
                 "boot": record.get("boot"),
             }
             run.processes = []
-        elif kind == "processes":
-            run.processes = [p for p in record.get("processes") or [] if isinstance(p, dict)]
             if not run.started:
                 run.started = float(record.get("ts") or 0)
                 run.agent = str(record.get("agent") or "")
                 run.first_prompt = _first_line(str(record.get("prompt") or ""))
                 run.parent_id = str(record.get("parent_id") or "")
+        elif kind == "processes":
+            run.processes = [p for p in record.get("processes") or [] if isinstance(p, dict)]
         elif kind == "end":
             envelope = record.get("envelope") or {}
             run.status = "error" if envelope.get("error") else "ok"
@@ -171,8 +171,8 @@ def summarize(path: Path) -> RunSummary:
 
 
 def _runner_alive(runner: dict[str, Any]) -> bool:
-    if runner.get("pid") == os.getpid():
-        return True  # this very run
+    if runner.get("pid") == os.getpid():  # this very run (is_same never names us)
+        return runner.get("start") == reaper.start_time(os.getpid())
     return reaper.is_same(runner)
 
 
