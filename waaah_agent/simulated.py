@@ -9,8 +9,12 @@ SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HA
 (stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N,
 SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SUBMIT_LAG=S (a
 submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
-seconds: the moment between the CLI taking a prompt and the screen showing it). `/apikey` opens a
-key-entry screen that echoes what is typed, as gemini's "Enter Gemini API Key" does; Enter closes it.
+seconds: the moment between the CLI taking a prompt and the screen showing it),
+SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
+``sleep 300`` daemon in a session of its own, ``nohup``, a ``sleep 300`` that ignores SIGHUP in
+ours; both double-forked through ``sh``, so their parent is gone at once; their pids are
+appended to the file SIM_SPAWN_PIDS, one ``kind pid`` a line). `/apikey` opens a key-entry
+screen that echoes what is typed, as gemini's "Enter Gemini API Key" does; Enter closes it.
 
 SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
@@ -29,6 +33,7 @@ import os
 import select
 import shutil
 import signal
+import subprocess
 import sys
 import termios
 import time
@@ -292,6 +297,16 @@ def measure(mode: str) -> int:
     return 0
 
 
+def spawn_leftovers(kinds: str, pid_file: str) -> None:
+    """SIM_SPAWN: children that leave our process group or session, as daemons and nohup do."""
+    for kind in filter(None, (k.strip() for k in kinds.split(","))):
+        wrap = {"setsid": "setsid", "nohup": "nohup"}.get(kind)
+        if wrap is None:
+            continue
+        script = f'{wrap} sleep 300 </dev/null >/dev/null 2>&1 & echo "{kind} $!" >> "$1"'
+        subprocess.run(["sh", "-c", script, "sh", pid_file or os.devnull], check=False)
+
+
 def main() -> int:
     mode = os.environ.get("SIM_MODE", "")
     if mode:
@@ -315,6 +330,8 @@ def main() -> int:
     if os.environ.get("SIM_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if os.environ.get("SIM_SPAWN"):
+        spawn_leftovers(os.environ["SIM_SPAWN"], os.environ.get("SIM_SPAWN_PIDS", ""))
     sim = Sim(session_id, resumed, transcript)
 
     def on_winch(_signum: int, _frame: object) -> None:

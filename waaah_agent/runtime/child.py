@@ -1,6 +1,7 @@
 """The agent process: spawned under a PTY in its own session, written to through a queue.
 
-Only the PID we spawned (and its process group, which it leads) is ever signalled.
+Only the PID we spawned (and its process group, which it leads) is signalled while it runs;
+what it leaves behind when it exits is ended by ``runtime/reaper.py`` (we are its subreaper).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from ptyprocess import PtyProcess
 
 from waaah_agent.errors import CliNotFound
+from waaah_agent.runtime import reaper
 from waaah_agent.runtime.writeq import WriteQueue
 
 PR_SET_PDEATHSIG = 1
@@ -56,6 +58,7 @@ class AgentProcess:
         self._proc = proc
         self.fd: int = proc.fd
         self.pid: int = proc.pid
+        self.start: int = reaper.start_time(proc.pid) or 0  # names the process with its pid
         self._out = WriteQueue()
         os.set_blocking(self.fd, False)
 
@@ -64,6 +67,7 @@ class AgentProcess:
         cls, argv: Sequence[str], cwd: str, env: Mapping[str, str], size: tuple[int, int]
     ) -> AgentProcess:
         cols, rows = size
+        reaper.become_subreaper()  # what the agent leaves behind is re-parented to us
         try:
             proc = PtyProcess.spawn(
                 list(argv), cwd=cwd, env=dict(env), dimensions=(rows, cols), preexec_fn=_die_with_parent

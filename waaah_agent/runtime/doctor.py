@@ -57,7 +57,26 @@ def run_checks(
     checks.append(check_git(workspace, root))
     checks.append(check_workflow(workflow, root or workspace))
     checks.append(check_writable(root or workspace))
+    checks.append(check_leftovers(root or workspace))
     return checks
+
+
+def check_leftovers(workspace: Path) -> Check:
+    """Processes a killed supervisor or `waaah run` left running (each verified by start time)."""
+    from waaah_agent.runtime import reaper, report, runlog
+
+    found = [(f"session {r.id}", r.leftovers) for r in report.reports(workspace) if r.leftovers]
+    found += [(f"run {run.id}", run.leftovers) for run in runlog.all_runs(workspace) if run.leftovers]
+    if not found:
+        return Check("leftover processes", "ok", "none")
+    records = [rec for _, recs in found for rec in recs]
+    where = "; ".join(f"{name}: {reaper.describe(recs)}" for name, recs in found)
+    return Check(
+        "leftover processes",
+        "warn",
+        f"still running after their supervisor was killed: {where}",
+        f"stop them with: {reaper.kill_command(records)}",
+    )
 
 
 def check_breaker(name: str) -> Check:

@@ -1,5 +1,7 @@
 """One headless CLI process for `waaah run`: spawned in its own process group, its stdout
-parsed as it comes, stderr kept (the tail), killed as a group at the deadline or on Ctrl+C."""
+parsed as it comes, stderr kept (the tail), killed as a group at the deadline or on Ctrl+C.
+What it started ends with it (we are its subreaper: ``runtime/reaper.py``), and it is recorded in
+the run log so that a `waaah run` killed with SIGKILL leaves its leftovers findable."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent.core.streams import StreamParser, StreamSummary
+from waaah_agent.runtime import reaper, runlog
 from waaah_agent.runtime.child import _die_with_parent
 
 KILL_GRACE = 3.0
@@ -57,6 +60,7 @@ def run_cli(
             spool.write(stdin_data)
             spool.seek(0)
             stdin = spool
+        reaper.become_subreaper()  # what the CLI leaves behind is re-parented to us
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -68,6 +72,8 @@ def run_cli(
             preexec_fn=_die_with_parent,
         )
         assert proc.stdout is not None and proc.stderr is not None
+        tracker = reaper.Tracker(proc.pid)
+        look_at = time.monotonic()
         timed_out = interrupted = False
         pending, err = b"", bytearray()
         sel = selectors.DefaultSelector()
@@ -81,6 +87,10 @@ def run_cli(
                 if now >= deadline:
                     timed_out = True
                     break
+                if now >= look_at:  # the slow timer: the CLI's process tree, recorded when it changed
+                    if tracker.look():
+                        runlog.note_processes(tracker.records)
+                    look_at = now + tracker.next_delay()
                 if exited_at is None and proc.poll() is not None:
                     exited_at = now
                 if exited_at is not None and now - exited_at > 1.0:
@@ -107,6 +117,7 @@ def run_cli(
         if pending:
             _line(pending, parser, on_line)
         code = _finish(proc, deadline, stop=timed_out or interrupted)
+        reaper.end(tracker.since, exclude={proc.pid})  # what it left behind ends with it
     outcome = Outcome(
         code,
         timed_out,

@@ -47,6 +47,7 @@ class Timer(Enum):
     SCREEN = "screen"  # bring the screen model up to date and show it to the machine
     FLUSH = "flush"  # flush the logs a second after output
     REAP = "reap"  # the PTY closed: is the exit status there yet?
+    TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
 
 
 @dataclass
@@ -98,6 +99,7 @@ class Supervisor:
         inbox: Inbox | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = local_now,
+        tend: Callable[[], float] | None = None,
     ) -> None:
         self.cfg, self.machine, self.child = cfg, machine, child
         self.session, self.state, self.logs = session, state, logs
@@ -112,7 +114,13 @@ class Supervisor:
         self.reap_until: float | None = None  # set once the PTY closed: the child is going
         self._wake_r = -1
         self.interest: Interest | None = None  # the loop's selector, while it runs
-        self._on_timer = {Timer.SCREEN: self._update_screen, Timer.FLUSH: self._flush, Timer.REAP: self._reap}
+        self.tend = tend  # called on its own slow timer; returns the seconds until the next call
+        self._on_timer = {
+            Timer.SCREEN: self._update_screen,
+            Timer.FLUSH: self._flush,
+            Timer.REAP: self._reap,
+            Timer.TEND: self._tend,
+        }
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ev.Outcome:
@@ -127,6 +135,8 @@ class Supervisor:
                 if self.mailbox is not None:
                     interest.want(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
                 self.tell(ev.Began())
+                if self.tend is not None:
+                    self._tend()
                 self._check_child()  # it may have died before the handlers were in place
                 while self.outcome is None:
                     self._iterate(interest)
@@ -338,6 +348,10 @@ class Supervisor:
         while data := self.child.read():
             self._relay(data)
         self._reap()
+
+    def _tend(self) -> None:
+        assert self.tend is not None
+        self.timers.set(Timer.TEND, self.clock() + self.tend())
 
     def _reap(self) -> None:
         """The PTY closed first; the exit status follows in a moment (no sleep: a timer)."""

@@ -10,7 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from waaah_agent.runtime.store import SessionStore
+from waaah_agent.runtime import reaper
+from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.workspace import git_root
 
 
@@ -30,6 +31,7 @@ class SessionReport:
     last_event: str
     limit_until: str  # a usage limit being waited out, if any
     next_heartbeat: str
+    leftovers: list[dict[str, Any]]  # processes it started that outlived its killed supervisor
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,13 +82,14 @@ def reports(workspace: Path) -> list[SessionReport]:
         events = last_events(folder / "events.jsonl")
         states = [e for e in events if e.get("event") == "state"]
         last = events[-1] if events else {}
+        live = is_live(folder)
         found.append(
             SessionReport(
                 id=state.id,
                 agent=state.agent,
                 workflow=state.workflow,
-                status=state.status if is_live(folder) or state.status != "running" else "supervisor gone",
-                live=is_live(folder),
+                status=state.status if live or state.status != "running" else "supervisor gone",
+                live=live,
                 agent_state=str(states[-1].get("state")) if states else "unknown",
                 last_activity=_when(last.get("ts")),
                 restarts=state.restarts,
@@ -95,10 +98,25 @@ def reports(workspace: Path) -> list[SessionReport]:
                 log_path=state.log_path,
                 last_event=_describe(last),
                 limit_until=state.limit_until,
-                next_heartbeat=state.next_heartbeat if is_live(folder) else "",
+                next_heartbeat=state.next_heartbeat if live else "",
+                leftovers=leftovers_of(state, live),
             )
         )
     return sorted(found, key=lambda r: r.last_activity, reverse=True)
+
+
+def leftovers_of(state: SessionState, live: bool) -> list[dict[str, Any]]:
+    """What a killed supervisor of this session left running, each still the same process (pid
+    and start time): a pid now used by another process is not reported. While a supervisor is
+    live, its own processes are its business; only an earlier one's leftovers count."""
+    return reaper.still_running(state.leftovers if live else [*state.processes, *state.leftovers])
+
+
+def leftover_line(session_id: str, records: list[dict[str, Any]]) -> str:
+    return (
+        f"warning: still running after the supervisor of session {session_id} was killed: "
+        f"{reaper.describe(records)}; stop them with: {reaper.kill_command(records)}"
+    )
 
 
 def _when(ts: Any) -> str:
@@ -142,5 +160,13 @@ def detail(r: SessionReport) -> str:
             f"cached {r.tokens.get('cached', 0):,}",
             f"last event   {r.last_activity} {r.last_event}",
             f"log          {r.log_path}",
+            *(
+                [
+                    f"leftovers    still running after its supervisor was killed: {reaper.describe(r.leftovers)}",
+                    f"             stop them with: {reaper.kill_command(r.leftovers)}",
+                ]
+                if r.leftovers
+                else []
+            ),
         ]
     )

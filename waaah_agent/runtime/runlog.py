@@ -5,7 +5,9 @@ session id the run started with, or an id of ours for CLIs that pick their own s
 opencode). ``--session ID`` (the log id or a CLI session id in it) appends to that log.
 Records, one JSON object per line, each with ``record`` and ``ts``:
 
-* ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source;
+* ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source,
+  the pid and start time of the `waaah run` process (gone without an ``end``: ``killed``);
+* ``processes``: the CLI and what it started (pid, start time), at its spawn and on a slow timer;
 * ``attempt`` / ``attempt_end``: one CLI process, its argv (the prompt elided), exit code, error;
 * ``event``: one JSON event of the CLI's stream as it came (secrets masked; non-JSON dropped);
 * ``end``: the envelope printed for the run.
@@ -26,7 +28,7 @@ from typing import Any
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import Breaker, BreakerConfig, BreakerState
-from waaah_agent.runtime import report
+from waaah_agent.runtime import reaper, report
 from waaah_agent.runtime.private import open_append, private_dir
 from waaah_agent.runtime.store import atomic_write
 
@@ -44,8 +46,13 @@ class RunLog:
         self._redact = redact
         private_dir(path.parent)
         self._fh = open_append(path)
+        global _ACTIVE
+        _ACTIVE = self
 
     def write(self, record: str, **fields: Any) -> None:
+        if record == "start":  # who runs it: a run whose process is gone without an end was killed
+            me = os.getpid()
+            fields.update(pid=me, pid_start=reaper.start_time(me) or 0, boot=reaper.boot_id())
         line = json.dumps({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
         self._fh.write(self._redact(line) + "\n")
         self._fh.flush()
@@ -71,8 +78,21 @@ class RunLog:
         self._fh.flush()
 
     def close(self) -> None:
+        global _ACTIVE
+        if _ACTIVE is self:
+            _ACTIVE = None
         with contextlib.suppress(OSError):
             self._fh.close()
+
+
+_ACTIVE: RunLog | None = None  # the log of the run this process is making, while it is open
+
+
+def note_processes(records: list[dict[str, Any]]) -> None:
+    """The CLI of the current run and what it started (runtime/headless.py calls this)."""
+    if _ACTIVE is not None:
+        with contextlib.suppress(OSError, ValueError):
+            _ACTIVE.write("processes", processes=records)
 
 
 def new_log_path(workspace: Path, log_id: str, day: datetime) -> Path:
@@ -108,6 +128,9 @@ class RunSummary:
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0, "total": 0})
     session_ids: list[str] = field(default_factory=list)
     prompts: int = 0
+    runner: dict[str, Any] = field(default_factory=dict)  # the `waaah run` process of the last start
+    processes: list[dict[str, Any]] = field(default_factory=list)  # its CLI's, last recorded
+    leftovers: list[dict[str, Any]] = field(default_factory=list)  # a killed run's, still running
 
 
 def summarize(path: Path) -> RunSummary:
@@ -117,11 +140,19 @@ def summarize(path: Path) -> RunSummary:
         if kind == "start":
             run.prompts += 1
             run.status = "running"
+            run.runner = {
+                "pid": record.get("pid"),
+                "start": record.get("pid_start"),
+                "boot": record.get("boot"),
+            }
+            run.processes = []
             if not run.started:
                 run.started = float(record.get("ts") or 0)
                 run.agent = str(record.get("agent") or "")
                 run.first_prompt = _first_line(str(record.get("prompt") or ""))
                 run.parent_id = str(record.get("parent_id") or "")
+        elif kind == "processes":
+            run.processes = [p for p in record.get("processes") or [] if isinstance(p, dict)]
         elif kind == "end":
             envelope = record.get("envelope") or {}
             run.status = "error" if envelope.get("error") else "ok"
@@ -133,7 +164,17 @@ def summarize(path: Path) -> RunSummary:
             sid = str(envelope.get("session_id") or "")
             if sid and sid not in run.session_ids:
                 run.session_ids.append(sid)
+            run.processes = []
+    if run.status == "running" and run.runner.get("start") and not _runner_alive(run.runner):
+        run.status = "killed"  # its process is gone and never wrote the end
+        run.leftovers = reaper.still_running(run.processes)
     return run
+
+
+def _runner_alive(runner: dict[str, Any]) -> bool:
+    if runner.get("pid") == os.getpid():  # this very run (is_same never names us)
+        return runner.get("start") == reaper.start_time(os.getpid())
+    return reaper.is_same(runner)
 
 
 def all_runs(workspace: Path) -> list[RunSummary]:

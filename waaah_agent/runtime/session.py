@@ -40,7 +40,7 @@ from waaah_agent.errors import (
     SessionNotFound,
     UsageError,
 )
-from waaah_agent.runtime import mcp_setup
+from waaah_agent.runtime import mcp_setup, reaper, report
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, tokens_line
@@ -255,6 +255,7 @@ def supervise(
     plan: McpPlan,
 ) -> int:
     """Run the agent, restarting it after crashes and stalls, until the session really ends."""
+    warn_leftovers(session, state, console)
     workspace = Path(state.workspace)
     env.update({settings.SESSION_ID: state.id, settings.INBOX: str(session.inbox)})
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
@@ -328,6 +329,9 @@ class Run:
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
         first = self.first_prompt(native)
         child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
+        tracker = reaper.Tracker(child.pid)
+        tracker.look()
+        state.processes = tracker.records
         state.argv = [redactor(a) for a in argv]
         state.status, state.exit_code = SessionStatus.RUNNING.value, None
         state.log_path, state.cast_path = str(self.logs.text_path), str(self.logs.cast_path)
@@ -367,6 +371,7 @@ class Run:
             notify=self.console.say,
             mailbox=self.mailbox,
             inbox=self.inbox,
+            tend=lambda: self.tend(tracker),
         )
         try:
             return sup.run()
@@ -374,7 +379,27 @@ class Run:
             if child.alive():  # an exception escaped the loop: never leave the agent behind
                 child.signal_group(9)
             child.close()
+            self.end_descendants(child)
             self.update_tokens()
+
+    def tend(self, tracker: reaper.Tracker) -> float:
+        """The slow timer: what the agent started is recorded (saved only when it changed)."""
+        if tracker.look():
+            self.state.processes = tracker.records
+            self.session.save(self.state)
+        return tracker.next_delay()
+
+    def end_descendants(self, child: AgentProcess) -> None:
+        """Whatever the agent left running (nohup, setsid, a double fork: re-parented to us) ends
+        with it, at every end of a run: a stop, its own exit, a restart."""
+        found = [p.pid for p in reaper.ours(child.start, {child.pid}) if not p.zombie]
+        left = reaper.end(child.start, exclude={child.pid})
+        if found:
+            self.session.event("descendants-ended", pids=found)
+        if left:
+            self.logs.notice(f"could not end {len(left)} process(es): {[p.pid for p in left]}")
+        self.state.processes = [reaper.record(p) for p in left]
+        self.session.save(self.state)
 
     def first_prompt(self, native: bool) -> FirstPrompt:
         """The workflow, or the continue prompt when the resumed conversation already has it."""
@@ -414,6 +439,20 @@ class Run:
         self.session.save(self.state)
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
+
+
+def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -> None:
+    """Processes an earlier supervisor left when it was killed (SIGKILL: nothing could end them):
+    said once at the start, with the command that stops them; kept in session.json for status."""
+    state.leftovers = reaper.still_running([*state.processes, *state.leftovers])
+    state.processes = []
+    found = [(state.id, state.leftovers)] if state.leftovers else []
+    found += [
+        (r.id, r.leftovers) for r in report.reports(Path(state.workspace)) if r.id != state.id and r.leftovers
+    ]
+    for sid, records in found:
+        session.event("leftovers", session=sid, pids=[r["pid"] for r in records])
+        console.say(report.leftover_line(sid, records))
 
 
 def default_console() -> Console:

@@ -57,6 +57,11 @@ class SessionState:
     cast_path: str = ""
     supervisor_pid: int = 0
     agent_pid: int = 0
+    # The agent and what it started ({pid, start, boot, cmd}; start: /proc/<pid>/stat field 22),
+    # recorded at the spawn and on a slow timer: after a SIGKILL of the supervisor, what is still
+    # the same process is a leftover. ``leftovers``: found by a later supervisor of this session.
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    leftovers: list[dict[str, Any]] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -67,7 +72,12 @@ class SessionState:
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"unknown schema version {data.get('schema')!r}")
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        for name in ("processes", "leftovers"):  # hand-edited or older: never a reason to fail
+            value = fields.get(name)
+            if name in fields and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
+                del fields[name]
+        return cls(**fields)
 
 
 class CorruptSession(Exception):
