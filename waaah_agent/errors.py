@@ -8,7 +8,9 @@ Every subclass carries the exit code the CLI maps it to; ``exit_codes()`` (what 
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
+from pathlib import Path
 
 from waaah_agent.core.failures import ErrorType
 
@@ -22,6 +24,7 @@ class ExitCode(IntEnum):
     SESSION_BUSY = 5
     LOGIN = 6  # `waaah run`: auth
     NO_SESSION = 7  # `waaah run`: unknown or invalid session
+    STORAGE = 8
     AGENT_FAILED = 10
     RESTARTS_SPENT = 11
     RUN_TIMEOUT = 12
@@ -64,6 +67,46 @@ class SessionNotFound(WaaahError):
     exit_code = ExitCode.NO_SESSION
 
 
+class StorageError(WaaahError):
+    """A file or folder of ours cannot be created, written or read; the message names the path
+    and the fix (see :func:`storage_error`)."""
+
+    exit_code = ExitCode.STORAGE
+
+
+def fix_for(err: OSError, path: Path) -> str:
+    """What the user can do about ``err`` at ``path``."""
+    code = err.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"free some disk space on the file system of {path}"
+    if code == errno.EROFS:
+        return f"{path} is on a read-only file system; run in a writable workspace (--workspace)"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"make it writable (chmod u+w {path}) or run in another workspace (--workspace)"
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        return f"a file is in the way of a folder: move it aside (mv {path} {path}.bak)"
+    if code == errno.EISDIR:
+        return f"a folder is in the way of a file: move it aside (mv {path} {path}.bak)"
+    return "check the path and its permissions"
+
+
+def storage_error(err: OSError, path: Path, doing: str) -> StorageError:
+    """One line for ``err`` while ``doing`` (e.g. "create the session folder") at ``path``."""
+    where = Path(err.filename) if isinstance(err.filename, str) else path
+    if err.errno in (errno.ENOTDIR, errno.EEXIST):
+        where = _blocker(where)
+    reason = err.strerror or str(err)
+    return StorageError(f"cannot {doing} {where}: {reason}; {fix_for(err, where)}")
+
+
+def _blocker(path: Path) -> Path:
+    """The file standing where a folder of ``path`` should be (else ``path``)."""
+    for folder in (*reversed(path.parents), path):
+        if folder.exists() and not folder.is_dir():
+            return folder
+    return path
+
+
 class AgentFailed(WaaahError):
     """The agent exited on its own with a non-zero code (the code is in the message)."""
 
@@ -82,11 +125,12 @@ def exit_codes(restart_budget: int, restart_window: float) -> dict[int, str]:
         ExitCode.OK: "the agent finished, or you chose save and exit (state saved, resumable)",
         ExitCode.INTERNAL: "unexpected internal error (see the log)",
         ExitCode.USAGE: "bad arguments or configuration",
-        ExitCode.CLI_NOT_FOUND: "the agent CLI is not installed",
+        ExitCode.CLI_NOT_FOUND: "the agent CLI is not installed, or cannot be executed",
         ExitCode.WORKFLOW_NOT_FOUND: "the workflow was not found",
         ExitCode.SESSION_BUSY: "another supervisor is driving this session",
         ExitCode.LOGIN: "the agent CLI needs a login first",
-        ExitCode.NO_SESSION: "no session to resume",
+        ExitCode.NO_SESSION: "no session to resume (or it belongs to another workspace)",
+        ExitCode.STORAGE: "a file or folder of waaah cannot be created, written or read",
         ExitCode.AGENT_FAILED: "the agent CLI exited with an error of its own",
         ExitCode.RESTARTS_SPENT: "the agent kept crashing: the restart budget "
         f"(--restart-budget, default {restart_budget} per {restart_window / 60:g} minutes) was spent",

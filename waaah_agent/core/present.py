@@ -18,14 +18,18 @@ LLM_HEAD = 6000
 LLM_TAIL = 3000
 
 
-def with_context(prompt: str, context: str, source: str, cap: int = CONTEXT_CAP) -> str:
-    """``prompt`` with ``context`` (from ``source``) in front, cut to ``cap`` bytes."""
+def with_context(
+    prompt: str, context: str, source: str, cap: int = CONTEXT_CAP, total: int | None = None
+) -> str:
+    """``prompt`` with ``context`` (from ``source``, ``total`` bytes when only its head was
+    read) in front, cut to ``cap`` bytes."""
     if not context.strip():
         return prompt
     data = context.encode("utf-8")
-    if len(data) > cap:
+    size = max(total or 0, len(data))
+    if size > cap:
         kept = data[:cap].decode("utf-8", "ignore")
-        context = f"{kept}\n[... context truncated: {cap:,} of {len(data):,} bytes of {source} shown ...]"
+        context = f"{kept}\n[... context truncated: {cap:,} of {size:,} bytes of {source} shown ...]"
     return f'<context source="{source}">\n{context.rstrip()}\n</context>\n\n{prompt}'
 
 

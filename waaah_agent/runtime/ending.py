@@ -18,7 +18,7 @@ from waaah_agent.core.lifecycle import SessionStatus, final_status
 from waaah_agent.errors import AgentFailed, LoginRequired, RestartBudgetExhausted
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.signals import wait_interruptibly
-from waaah_agent.runtime.store import SessionDir, SessionState
+from waaah_agent.runtime.store import CorruptSession, SessionDir, SessionState
 
 
 @dataclass
@@ -66,9 +66,9 @@ def finish(
 ) -> int:
     status = outcome.status
     state.exit_code = status.code if status else None
-    resume_cmd = resume_command(state)
     state.status = final_status(outcome.reason).value
-    session.save(state)
+    saved = session.save(state)
+    kept = saved_line(saved, state, session)
     session.event(
         "end", reason=outcome.reason.value, detail=outcome.detail, exit=status.describe() if status else None
     )
@@ -83,19 +83,30 @@ def finish(
     if outcome.reason is StopReason.GAVE_UP:
         how = outcome.status.describe() if outcome.status else "an unknown status"
         raise RestartBudgetExhausted(
-            f"{adapter.name} keeps stopping (last: {how}); {outcome.detail}. "
-            f"See {state.log_path}. Session {state.id} saved. Resume with: {resume_cmd}"
+            f"{adapter.name} keeps stopping (last: {how}); {outcome.detail}. See {state.log_path}. {kept}"
         )
     if outcome.reason is StopReason.AGENT_EXIT:
         how = status.describe() if status else "an unknown status"
         if status is None or not status.ok:
-            raise AgentFailed(
-                f"{adapter.name} exited with {how}; session {state.id} saved. Resume with: {resume_cmd}"
-            )
-        console.say(f"{adapter.name} exited ({how}). Session {state.id} saved. Resume with: {resume_cmd}")
+            raise AgentFailed(f"{adapter.name} exited with {how}. {kept}")
+        console.say(f"{adapter.name} exited ({how}). {kept}")
         return 0
-    console.say(f"Stopped ({outcome.detail}). Session {state.id} saved. Resume with: {resume_cmd}")
+    console.say(f"Stopped ({outcome.detail}). {kept}")
     return 0
+
+
+def saved_line(saved: bool, state: SessionState, session: SessionDir) -> str:
+    """ "Session X saved. Resume with: ..." only when it was saved and can be loaded back."""
+    if saved:
+        try:
+            session.load()
+        except (OSError, CorruptSession) as err:
+            return f"Session {state.id} was saved but cannot be read back ({err}); it cannot be resumed."
+        return f"Session {state.id} saved. Resume with: {resume_command(state)}"
+    return (
+        f"Session {state.id} could NOT be saved to {session.state_file} (see the warning above); "
+        "its last saved state is older, so a --resume may repeat work."
+    )
 
 
 def resume_command(state: SessionState) -> str:

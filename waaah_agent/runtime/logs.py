@@ -24,6 +24,8 @@ import orjson
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.textlog import LineCleaner
 from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.report import is_live
+from waaah_agent.runtime.store import CorruptSession, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +212,7 @@ class SessionLogs:
         }
         self._text = RollingFile(self.text_path, max_bytes)
         self._cast = RollingFile(self.cast_path, max_bytes, (json.dumps(header) + "\n").encode())
-        prune(folder, agent, keep)
+        prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
     def output(self, data: bytes) -> None:
         """Record agent output (called on the relay path: cheap, buffered)."""
@@ -341,10 +343,28 @@ def json_text(data: bytes) -> bytes:
     return json_string(data)[1:-1]
 
 
-def prune(folder: Path, agent: str, keep: int) -> None:
-    """Delete all but the newest ``keep`` sessions' logs of ``agent`` (with their rollovers)."""
+def live_logs(sessions: Path) -> set[str]:
+    """The log names (``<agent>-<stamp>``) of the sessions whose supervisor is alive (holds the
+    session lock): never pruned, whatever their age."""
+    names: set[str] = set()
+    store = SessionStore(sessions)
+    for folder in sessions.glob("*/lock") if sessions.is_dir() else []:
+        if not is_live(folder.parent):
+            continue
+        try:
+            state = store.open_existing(folder.parent.name).load()
+        except (OSError, CorruptSession):
+            continue
+        names.update(Path(p).name.rsplit(".", 1)[0] for p in (state.log_path, state.cast_path) if p)
+    return names
+
+
+def prune(folder: Path, agent: str, keep: int, live: set[str] | frozenset[str] = frozenset()) -> None:
+    """Delete all but the newest ``keep`` sessions' logs of ``agent`` (with their rollovers);
+    the logs named in ``live`` (live sessions', see :func:`live_logs`) are always kept."""
     sessions = sorted(p.name[: -len(".log")] for p in folder.glob(f"{agent}-*.log"))
-    for name in sessions[:-keep] if keep > 0 else sessions:
+    old = sessions[:-keep] if keep > 0 else sessions
+    for name in (n for n in old if n not in live):
         for path in folder.glob(f"{name}.*"):
             try:
                 path.unlink()

@@ -9,6 +9,7 @@ timeout or Ctrl+C.
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import signal
@@ -26,17 +27,26 @@ from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.resilience import RetryConfig, next_step
+from waaah_agent.core.resilience import Breaker, RetryConfig, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
-from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
+from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code, storage_error
 from waaah_agent.runtime import cli_env, runlog
 from waaah_agent.runtime.headless import Interrupted, InterruptedRun, Outcome, run_cli
-from waaah_agent.runtime.session import find_binary
+from waaah_agent.runtime.safe_read import read_head
+from waaah_agent.runtime.session import find_binary, not_executable_message
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
 ARGV_PROMPT_LIMIT = 30 * 1024
+#: A prompt (stdin or argument) longer than this (bytes) is refused.
+PROMPT_CAP = 8 * 1024 * 1024
+#: At most this much of a context file is read (it is cut to present.CONTEXT_CAP anyway).
+CONTEXT_READ_CAP = 4 * present.CONTEXT_CAP
+
+
+class InvalidPrompt(UsageError):
+    """A prompt no CLI can be given (a NUL byte, too big): an ``invalid_input`` envelope."""
 
 
 @dataclass
@@ -97,39 +107,116 @@ def pick(name: str) -> tuple[Adapter, Headless]:
     return adapter, adapter.headless
 
 
-def read_prompt(opts: RunOptions, stdin: IO[str]) -> str:
+def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
+    """The prompt from the argument or stdin. Invalid UTF-8 is decoded with U+FFFD in place of
+    each bad byte and a warning; a NUL byte or more than PROMPT_CAP bytes is refused."""
     if opts.prompt is not None and opts.prompt != "-":
-        prompt = opts.prompt
+        source = "the prompt argument"
+        # Python hands undecodable argv bytes over as surrogates: back to bytes, then decoded.
+        data = opts.prompt.encode("utf-8", "surrogateescape")
     elif stdin.isatty():
         raise UsageError('no prompt: give it as an argument (waaah run "...") or on stdin')
     else:
-        prompt = stdin.read()
+        source = "the prompt on stdin"
+        raw = getattr(stdin, "buffer", None)
+        data = raw.read(PROMPT_CAP + 1) if raw is not None else stdin.read(PROMPT_CAP + 1).encode("utf-8")
+    if len(data) > PROMPT_CAP:
+        raise InvalidPrompt(
+            f"{source} is more than {PROMPT_CAP:,} bytes; put the rest in a file the CLI can read"
+        )
+    prompt = decoded(data, source, warnings)
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    refuse_nul(prompt, source)
     return prompt
 
 
-def add_context(prompt: str, opts: RunOptions, workspace: Path) -> tuple[str, str]:
+def decoded(data: bytes, source: str, warnings: list[str]) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        warnings.append(
+            f"{source} is not valid UTF-8 (byte {data[err.start]:#04x} at offset {err.start}); "
+            "each invalid byte was replaced with U+FFFD"
+        )
+        return data.decode("utf-8", "replace")
+
+
+def refuse_nul(text: str, source: str) -> None:
+    at = text.find("\x00")
+    if at >= 0:
+        raise InvalidPrompt(
+            f"{source} holds a NUL byte (character {at}), which no CLI can be given; remove it "
+            "(e.g. tr -d '\\0')"
+        )
+
+
+def add_context(prompt: str, opts: RunOptions, workspace: Path, warnings: list[str]) -> tuple[str, str]:
     path = opts.context
     if path is None:
         default = workspace / "CONTEXT.md"
-        if not default.is_file():
+        if not (default.exists() or default.is_symlink()):
             return prompt, ""
         path = default
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data, size = read_head(path, CONTEXT_READ_CAP)
     except OSError as err:
         raise UsageError(f"cannot read the context file {path}: {err.strerror or err}") from None
-    return present.with_context(prompt, text, path.name), str(path)
+    source = f"the context file {path}"
+    complete = size <= CONTEXT_READ_CAP
+    text = decoded(data, source, warnings) if complete else data.decode("utf-8", "replace")
+    refuse_nul(text[: present.CONTEXT_CAP], source)  # what is past the cap is not sent
+    return present.with_context(prompt, text, path.name, total=size), str(path)
+
+
+def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:
+    """The envelope of a run refused before any CLI started (invalid input)."""
+    return {
+        "version": present.ENVELOPE_VERSION,
+        "ok": False,
+        "response": "",
+        "agent": agent,
+        "model": model or "",
+        "session_id": "",
+        "parent_id": None,
+        "log_id": None,
+        "log_path": None,
+        "duration_ms": 0,
+        "tokens": Tokens().to_json(),
+        "tool_activity": StreamSummary().tools.to_json(),
+        "attempts": [],
+        "fallback_chain": [],
+        "exit_code": run_exit_code(F.INVALID_INPUT),
+        "error": error,
+        "error_type": F.INVALID_INPUT,
+        "recoverable": False,
+    }
 
 
 def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
     """The whole `waaah run`; prints the result and returns the process exit code."""
     started = time.monotonic()
     deadline = started + opts.timeout
-    cwd = (opts.workspace or Path.cwd()).resolve()
+    try:
+        cwd = (opts.workspace or Path.cwd()).resolve()
+    except OSError as gone:
+        raise UsageError(
+            f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
+        ) from None
     workspace = git_root(cwd) or cwd
-    prompt = read_prompt(opts, stdin)
+    warnings: list[str] = []
+    try:
+        prompt = read_prompt(opts, stdin, warnings)
+        prompt, context_source = add_context(prompt, opts, workspace, warnings)
+    except InvalidPrompt as bad:
+        envelope = input_envelope(str(bad), opts.agent or "", opts.model)
+        envelope["duration_ms"] = _ms(time.monotonic() - started)
+        out.write(present.json_text(envelope) + "\n" if opts.format == "json" else "")
+        out.flush()
+        print(f"waaah: invalid_input: {bad}", file=err)
+        return int(envelope["exit_code"])
+    for warning in warnings:
+        print(f"waaah: warning: {warning}", file=err)
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
         raise SessionNotFound(
@@ -148,7 +235,6 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
                 "(see: waaah sessions)"
             )
         parent = ""  # an inherited id from another workspace: not ours to link
-    prompt, context_source = add_context(prompt, opts, workspace)
     redact = Redactor(known_secrets(dict(env)))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
@@ -162,6 +248,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     log = runlog.RunLog(log_path, redact)
     log.write(
         "start",
+        warnings=warnings or None,
         prompt=prompt,
         agent=primary,
         model=opts.model,
@@ -173,6 +260,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         cwd=str(workspace),
     )
     run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
+    run.warnings = list(warnings)
     try:
         try:
             envelope = run.through(chain, prompt)
@@ -181,12 +269,21 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         envelope.update(
             parent_id=parent or None, log_path=str(log_path), duration_ms=_ms(time.monotonic() - started)
         )
+        if run.warnings:
+            envelope["warnings"] = list(run.warnings)
         log.write("end", envelope=envelope)
     finally:
         log.close()
+    # The CLI's answer is never lost: a run log that could not be written is said, not fatal.
+    if log.error:
+        envelope["log_error"] = log.error
+        print(f"waaah: warning: {log.error}; the answer is only in this output", file=err)
+    for warning in run.warnings[len(warnings) :]:
+        print(f"waaah: warning: {warning}", file=err)
     show(envelope, run.last_stderr, opts.format, log_path, out, redact)
     if envelope.get("error"):
-        print(f"waaah: {envelope['error_type']}: {envelope['error']} (log: {log_path})", file=err)
+        where = log_path if not log.error else "none"
+        print(f"waaah: {envelope['error_type']}: {envelope['error']} (log: {where})", file=err)
     return int(envelope["exit_code"])
 
 
@@ -213,6 +310,31 @@ class _Run:
         self.last_stderr = ""
         self.failure: Failure | None = None
         self.primary = ""
+        self.warnings: list[str] = []
+        self._breaker_failed = False
+
+    def breaker(self, name: str) -> Breaker:
+        try:
+            return self.breakers.get(name)
+        except OSError as err:
+            self.breaker_failed(err)
+            return Breaker(config=self.breakers.config)
+
+    def record_breaker(self, name: str, ok: bool, failure: Failure | None = None) -> None:
+        """The circuit breaker of ``name`` updated; a state folder that cannot be written is a
+        warning (the run's answer matters more than the breaker)."""
+        try:
+            self.breakers.update(name, ok, time.time(), failure)
+        except OSError as err:
+            self.breaker_failed(err)
+
+    def breaker_failed(self, err: OSError) -> None:
+        if not self._breaker_failed:
+            self._breaker_failed = True
+            self.warnings.append(
+                str(storage_error(err, self.breakers.path, "update the circuit breakers in"))
+                + " (or set XDG_STATE_HOME to a writable folder)"
+            )
 
     def through(self, chain: list[str], prompt: str) -> dict[str, Any]:
         self.primary = chain[0]
@@ -231,7 +353,7 @@ class _Run:
     def on_cli(self, name: str, prompt: str, first_cli: bool, has_next: bool) -> dict[str, Any] | None:
         adapter, headless = pick(name)
         now = time.time()
-        breaker = self.breakers.get(name)
+        breaker = self.breaker(name)
         if not breaker.allows(now):
             message = runlog.breaker_line(name, breaker, now)
             self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
@@ -250,7 +372,20 @@ class _Run:
         while True:
             if not resume:
                 session_id = self.fresh_session_id(headless)
-            outcome = self.attempt(adapter, headless, binary, prompt, session_id, resume)
+            try:
+                outcome = self.attempt(adapter, headless, binary, prompt, session_id, resume)
+            except OSError as cannot:  # the CLI could not be started (EACCES, ENOEXEC...)
+                message = (
+                    not_executable_message(binary, cannot)
+                    if cannot.errno in (errno.EACCES, errno.EPERM, errno.ENOEXEC)
+                    else f"cannot start {binary}: {cannot.strerror or cannot}"
+                )
+                self.failure = Failure(F.CRASH, message, False, None)
+                self.attempts.append(Attempt(name, session_id, F.CRASH, error=message))
+                self.log.write(
+                    "attempt_end", n=len(self.attempts), agent=name, outcome=F.CRASH, error=message
+                )
+                return None
             sid = outcome.summary.session_id or session_id
             failure = classify(
                 outcome.exit_code,
@@ -275,7 +410,7 @@ class _Run:
                 stderr_tail=outcome.stderr[-2000:] if failure else "",
             )
             if failure is None:
-                self.breakers.update(name, True, time.time())
+                self.record_breaker(name, True)
                 self.failure = None
                 return self.envelope(None, "", False)
             self.failure = Failure(
@@ -299,7 +434,7 @@ class _Run:
             )
             if step.action != "retry":
                 # One breaker failure per run that gave up on this CLI (not per attempt).
-                self.breakers.update(name, False, time.time(), failure)
+                self.record_breaker(name, False, failure)
                 return None
             retries += 1
             waited = step.delay
@@ -429,23 +564,14 @@ def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
     new_parser = adapter.headless.parser
     parsers: dict[tuple[int, int], StreamParser] = {}
     runs = 0
-    try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(record, dict):
-                    continue
-                if record.get("record") == "start":
-                    runs += 1
-                elif record.get("record") == "event" and record.get("agent") == agent:
-                    key = (runs, int(record.get("attempt") or 0))
-                    parser = parsers.get(key) or parsers.setdefault(key, new_parser())
-                    parser.feed(json.dumps(record.get("event")))
-    except OSError:
-        return None
+    for record in runlog.records(path, events=True):
+        if record["record"] == "start":
+            runs += 1
+        elif record["record"] == "event" and record.get("agent") == agent:
+            attempt = record.get("attempt")
+            key = (runs, attempt if isinstance(attempt, int) else 0)
+            parser = parsers.get(key) or parsers.setdefault(key, new_parser())
+            parser.feed(json.dumps(record.get("event")))
     found = None
     for parser in parsers.values():  # in log order
         summary = parser.summary
@@ -475,7 +601,10 @@ def show(
 
         def save(full: str) -> str:
             path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
-            atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
+            try:
+                atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
+            except OSError as err:
+                return f"nowhere ({storage_error(err, path, 'write')})"
             return str(path)
 
         out.write(present.llm_text(envelope, redact(stderr), save) + "\n")

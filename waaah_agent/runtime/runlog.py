@@ -19,17 +19,20 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import Breaker, BreakerConfig, BreakerState
+from waaah_agent.errors import storage_error
 from waaah_agent.runtime import reaper, report
-from waaah_agent.runtime.private import open_append, private_dir
+from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.safe_read import RUN_LOG_CAP, STATE_CAP, UnsafeFile, open_regular, read_capped
 from waaah_agent.runtime.store import atomic_write
 
 
@@ -39,23 +42,52 @@ def runs_root(workspace: Path) -> Path:
 
 class RunLog:
     """Appends records to one run's log; every line is written and flushed as it happens, so an
-    interrupted run keeps what it had."""
+    interrupted run keeps what it had. A log that cannot be written never stops the run: the
+    first failure is kept in ``error`` (the path, why, the fix) and nothing more is tried."""
 
     def __init__(self, path: Path, redact: Redactor) -> None:
         self.path = path
         self._redact = redact
-        private_dir(path.parent)
-        self._fh = open_append(path)
+        self.error = ""
+        self._fh: IO[str] | None = None
         global _ACTIVE
         _ACTIVE = self
+        try:
+            private_dir(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        except OSError as err:
+            self._failed(err)
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeFile(path, "is not a regular file")
+        except OSError as err:
+            os.close(fd)
+            self._failed(err)
+            return
+        self._fh = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+
+    def _failed(self, err: OSError) -> None:
+        if not self.error:
+            self.error = str(storage_error(err, self.path, "write the run log"))
+        self.close()
+        self._fh = None
+
+    def _put(self, line: str) -> None:
+        if self._fh is None:
+            return
+        try:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+        except OSError as err:
+            self._failed(err)
 
     def write(self, record: str, **fields: Any) -> None:
         if record == "start":  # who runs it: a run whose process is gone without an end was killed
             me = os.getpid()
             fields.update(pid=me, pid_start=reaper.start_time(me) or 0, boot=reaper.boot_id())
         line = json.dumps({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
-        self._fh.write(self._redact(line) + "\n")
-        self._fh.flush()
+        self._put(self._redact(line))
 
     def event(self, attempt: int, agent: str, raw_line: str) -> None:
         """One stream line, masked before it is parsed again (JSON-safe: masks hold no quotes)."""
@@ -74,15 +106,15 @@ class RunLog:
             },
             ensure_ascii=False,
         )
-        self._fh.write(line + "\n")
-        self._fh.flush()
+        self._put(line)
 
     def close(self) -> None:
         global _ACTIVE
         if _ACTIVE is self:
             _ACTIVE = None
-        with contextlib.suppress(OSError):
-            self._fh.close()
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.close()
 
 
 _ACTIVE: RunLog | None = None  # the log of the run this process is making, while it is open
@@ -99,18 +131,52 @@ def new_log_path(workspace: Path, log_id: str, day: datetime) -> Path:
     return runs_root(workspace) / day.strftime("%Y-%m-%d") / f"{log_id}.jsonl"
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
+#: A record line longer than this is skipped (a prompt is at most 8 MB).
+LINE_CAP = 16 * 1024 * 1024
+
+
+def records(path: Path, events: bool = False) -> Iterator[dict[str, Any]]:
+    """The records of the run log ``path`` (a regular file, not a symlink; its first
+    RUN_LOG_CAP bytes): JSON objects with a string ``record``. Lines of another shape are
+    skipped, as a torn last line is; stream ``event`` records only with ``events``."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"record": "event"' in line[:40]:
-                    continue  # stream events: not needed for summaries
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if isinstance(record, dict):
-                        yield record
+        fd = open_regular(path, follow=False)
     except OSError:
         return
+    with os.fdopen(fd, "rb") as fh:
+        left = RUN_LOG_CAP
+        while left > 0:
+            try:
+                line = fh.readline(min(LINE_CAP, left))
+            except OSError:
+                return
+            if not line:
+                return
+            left -= len(line)
+            if not line.endswith(b"\n") and len(line) == LINE_CAP:
+                while (rest := fh.readline(LINE_CAP)) and not rest.endswith(b"\n"):
+                    left -= len(rest)
+                continue
+            if not events and b'"record": "event"' in line[:40]:
+                continue  # stream events: not needed for summaries
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("record"), str):
+                yield record
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass
@@ -135,7 +201,7 @@ class RunSummary:
 
 def summarize(path: Path) -> RunSummary:
     run = RunSummary(id=path.stem, path=path, day=path.parent.name)
-    for record in _records(path):
+    for record in records(path):
         kind = record.get("record")
         if kind == "start":
             run.prompts += 1
@@ -147,21 +213,24 @@ def summarize(path: Path) -> RunSummary:
             }
             run.processes = []
             if not run.started:
-                run.started = float(record.get("ts") or 0)
-                run.agent = str(record.get("agent") or "")
-                run.first_prompt = _first_line(str(record.get("prompt") or ""))
-                run.parent_id = str(record.get("parent_id") or "")
+                ts = record.get("ts")
+                run.started = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
+                run.agent = _text(record.get("agent"))
+                run.first_prompt = _first_line(_text(record.get("prompt")))
+                run.parent_id = _text(record.get("parent_id"))
         elif kind == "processes":
-            run.processes = [p for p in record.get("processes") or [] if isinstance(p, dict)]
+            procs = record.get("processes")
+            run.processes = [p for p in procs if isinstance(p, dict)] if isinstance(procs, list) else []
         elif kind == "end":
-            envelope = record.get("envelope") or {}
+            envelope = _dict(record.get("envelope"))
             run.status = "error" if envelope.get("error") else "ok"
             if envelope.get("error_type") == "interrupted":
                 run.status = "interrupted"
-            run.agent = str(envelope.get("agent") or run.agent)
+            run.agent = _text(envelope.get("agent")) or run.agent
+            tokens = _dict(envelope.get("tokens"))
             for key in run.tokens:
-                run.tokens[key] += int((envelope.get("tokens") or {}).get(key) or 0)
-            sid = str(envelope.get("session_id") or "")
+                run.tokens[key] += _whole(tokens.get(key))
+            sid = _text(envelope.get("session_id"))
             if sid and sid not in run.session_ids:
                 run.session_ids.append(sid)
             run.processes = []
@@ -186,7 +255,7 @@ def all_runs(workspace: Path) -> list[RunSummary]:
 def find_run(workspace: Path, run_id: str) -> RunSummary | None:
     """The run whose log id, or one of whose CLI session ids, is ``run_id``."""
     root = runs_root(workspace)
-    if not run_id or not root.is_dir():
+    if not run_id or not root.is_dir() or "/" in run_id or run_id.startswith(".") or "*" in run_id:
         return None
     for path in sorted(root.glob(f"*/{run_id}.jsonl")):
         return summarize(path)
@@ -351,14 +420,14 @@ class BreakerStore:
 
     def load(self) -> dict[str, Breaker]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_capped(self.path, STATE_CAP, follow=False))
+            if not isinstance(data, dict) or not all(_breaker_shape(e) for e in data.values()):
+                raise ValueError("not an object of breakers")
         except FileNotFoundError:
             return {}
         except (OSError, ValueError):
             with contextlib.suppress(OSError):
                 self.path.replace(self.path.with_name(f"breakers.corrupt-{int(time.time())}.json"))
-            return {}
-        if not isinstance(data, dict):
             return {}
         return {name: Breaker.from_json(entry, self.config) for name, entry in data.items()}
 
@@ -376,6 +445,21 @@ class BreakerStore:
             text = json.dumps({k: b.to_json() for k, b in breakers.items()}, indent=2)
             atomic_write(self.path, self.redact(text) + "\n", 0o600)
         return breaker
+
+
+def _breaker_shape(entry: Any) -> bool:
+    """A breakers.json entry as ``Breaker.to_json`` writes it."""
+    if not isinstance(entry, dict):
+        return False
+    failures, opened, last = entry.get("failures", 0), entry.get("opened_at"), entry.get("last_error", "")
+    number = (int, float)
+    return (
+        isinstance(failures, int)
+        and not isinstance(failures, bool)
+        and failures >= 0
+        and (opened is None or (isinstance(opened, number) and not isinstance(opened, bool)))
+        and isinstance(last, str)
+    )
 
 
 def breaker_line(agent: str, breaker: Breaker, now: float) -> str:

@@ -37,8 +37,10 @@ from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
+    SessionBusy,
     SessionNotFound,
     UsageError,
+    storage_error,
 )
 from waaah_agent.runtime import mcp_setup, reaper, report
 from waaah_agent.runtime.background import Mailbox, ServerWatch
@@ -48,8 +50,10 @@ from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
+from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.signals import signal_pipe
 from waaah_agent.runtime.store import (
+    Claim,
     CorruptSession,
     SessionDir,
     SessionState,
@@ -89,17 +93,88 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     child_env = agent_env(adapter, env)
     if adapter.needs_login(child_env):
         raise LoginRequired(login_message(adapter))
-    store = SessionStore(workspace / ".waaah" / "sessions")
-    session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
-    session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
-    session.redact.add(opts.api_key)
-    # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
-    child_env[settings.PARENT_ID] = state.id
+    waaah_dir = workspace / ".waaah"
+    store = SessionStore(waaah_dir / "sessions")
+    if opts.resume:
+        refuse_other_workspace(store, adapter, workspace)
+    claim = claim_agent(waaah_dir, adapter, workflow, workspace)
     try:
-        plan = setup_mcp(opts, adapter, child_env, session, state, console)
-        return supervise(opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan)
+        session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
+        session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
+        session.redact.add(opts.api_key)
+        claim.note(state.id)
+        # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
+        child_env[settings.PARENT_ID] = state.id
+        try:
+            make_folder(waaah_dir / "logs", "create the log folder")
+            plan = setup_mcp(opts, adapter, child_env, session, state, console)
+            return supervise(
+                opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan
+            )
+        except PermissionError as err:
+            if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
+                raise CliNotFound(not_executable_message(binary, err)) from None
+            raise
+        finally:
+            session.unlock()
     finally:
-        session.unlock()
+        claim.release()
+
+
+def make_folder(path: Path, doing: str) -> None:
+    try:
+        private_dir(path)
+    except OSError as err:
+        raise storage_error(err, path, doing) from None
+
+
+def not_executable_message(binary: str, err: OSError) -> str:
+    return (
+        f"{binary} cannot be executed ({err.strerror or err}); make it executable: chmod +x {binary} "
+        "(or, for a script, its interpreter; or move it off a noexec file system)"
+    )
+
+
+def claim_agent(waaah_dir: Path, adapter: Adapter, workflow: Workflow, workspace: Path) -> Claim:
+    """One supervisor per agent, workflow and workspace: a second one is refused with the pid."""
+    claim = Claim(waaah_dir / "locks", agent_id_for(workflow.name, adapter.name, workspace))
+    try:
+        holder = claim.take()
+    except OSError as err:
+        raise storage_error(err, claim.path, "create the lock file") from None
+    if holder is not None:
+        raise SessionBusy(
+            f"{adapter.name} as {workflow.name} in {workspace} is being supervised by another waaah "
+            f"process ({holder}); stop that one first, or run a second one with another workflow "
+            "(--as) or in another workspace (--workspace)"
+        )
+    return claim
+
+
+def refuse_other_workspace(store: SessionStore, adapter: Adapter, workspace: Path) -> None:
+    """A session recorded for another folder (the repository moved or was renamed, or the
+    ``workspace`` field was edited) is never resumed here: it would run the agent there."""
+    sid = store.newest(adapter.name)
+    if sid is None:
+        return
+    try:
+        recorded = store.open_existing(sid).load().workspace
+    except (OSError, CorruptSession):
+        return  # open_session moves it aside and starts fresh
+    if same_folder(Path(recorded), workspace):
+        return
+    raise SessionNotFound(
+        f"session {sid} in {store.root} was recorded for the workspace {recorded}, not {workspace} "
+        f"(moved or renamed?); to resume it, move the repository back (mv {workspace} {recorded}) "
+        "and resume there; or start a fresh session here without --resume"
+    )
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def setup_mcp(
@@ -147,7 +222,10 @@ def pick_adapter(name: str) -> Adapter:
 
 
 def resolve_workspace(start: Path, console: Console) -> Path:
-    start = start.expanduser().resolve()
+    try:
+        start = start.expanduser().resolve()
+    except (OSError, RuntimeError) as err:  # a symlink loop, a vanished current directory
+        raise UsageError(f"workspace {start} cannot be resolved ({err}); give it with --workspace") from None
     if not start.is_dir():
         raise UsageError(f"workspace {start} is not a folder")
     root = git_root(start)
@@ -170,8 +248,23 @@ def find_binary(adapter: Adapter, env: Mapping[str, str]) -> str:
         return sys.executable
     found = shutil.which(adapter.binary, path=env.get("PATH"))
     if found is None:
+        blocked = not_executable(adapter.binary, env.get("PATH"))
+        if blocked is not None:
+            raise CliNotFound(not_executable_message(blocked, PermissionError(13, "permission denied")))
         raise CliNotFound(f"{adapter.binary} CLI not found. Install with: {adapter.install_hint}")
     return found
+
+
+def not_executable(binary: str, path: str | None) -> str | None:
+    """The first file named ``binary`` on ``path`` that is there but may not be executed."""
+    folders = (
+        [Path(binary).parent] if os.sep in binary else [Path(p) for p in (path or "").split(os.pathsep) if p]
+    )
+    for folder in folders:
+        candidate = folder / Path(binary).name
+        if candidate.is_file() and not os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
 
 
 def login_message(adapter: Adapter) -> str:
@@ -206,24 +299,25 @@ def open_session(
             raise SessionNotFound(
                 f"no {adapter.name} session to resume in {workspace}; start one without --resume"
             )
-        session = store.open(sid)
-        session.lock()
+        session = open_dir(store, sid)
         try:
             state = session.load()
             state.workflow = workflow.name
+            first_save(session, state)
             return session, state, True
         except (CorruptSession, FileNotFoundError) as err:
-            moved = session.move_aside() if isinstance(err, CorruptSession) else None
-            console.say(
-                f"warning: session file {session.state_file} is unreadable ({err}); "
-                f"moved it to {moved}; starting a fresh session"
-                if moved
-                else f"warning: session {sid} has no state; starting a fresh session"
-            )
+            moved = move_aside(session) if isinstance(err, CorruptSession) else None
+            if isinstance(err, CorruptSession):
+                where = f"moved it to {moved}" if moved else "it could not be moved aside"
+                console.say(
+                    f"warning: session file {session.state_file} is unreadable ({err}); "
+                    f"{where}; starting a fresh session"
+                )
+            else:
+                console.say(f"warning: session {sid} has no state; starting a fresh session")
             session.unlock()
     sid = new_session_id(adapter.name, datetime.now())
-    session = store.open(sid)
-    session.lock()
+    session = open_dir(store, sid)
     state = SessionState(
         id=sid,
         agent=adapter.name,
@@ -233,7 +327,37 @@ def open_session(
         agent_id=agent_id_for(workflow.name, adapter.name, workspace),
         created=now_iso(),
     )
+    first_save(session, state)
     return session, state, False
+
+
+def open_dir(store: SessionStore, sid: str) -> SessionDir:
+    """The session folder, created and locked; a file-system failure is one clear line."""
+    try:
+        session = store.open(sid)
+    except OSError as err:
+        raise storage_error(err, store.root / sid, "create the session folder") from None
+    try:
+        session.lock()
+    except OSError as err:
+        raise storage_error(err, session.path / "lock", "create the lock file") from None
+    return session
+
+
+def first_save(session: SessionDir, state: SessionState) -> None:
+    """Save before anything starts: a session that cannot be saved cannot be resumed."""
+    try:
+        session.save(state, strict=True)
+    except OSError as err:
+        session.unlock()
+        raise storage_error(err, session.state_file, "write the session file") from None
+
+
+def move_aside(session: SessionDir) -> Path | None:
+    try:
+        return session.move_aside()
+    except OSError:
+        return None
 
 
 def agent_id_for(workflow: str, agent: str, workspace: Path) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import open_append, private_dir
+from waaah_agent.runtime.safe_read import STATE_CAP, read_capped, read_text
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +69,76 @@ class SessionState:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SessionState:
+    def from_json(cls, data: Any) -> SessionState:
+        """The state in ``data``, every field of its type (else ``ValueError`` naming the field)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {_kind(data)}")
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"unknown schema version {data.get('schema')!r}")
+        for name in REQUIRED:
+            if not isinstance(data.get(name), str) or not data[name]:
+                raise ValueError(f"'{name}' must be a non-empty string")
         known = {f for f in cls.__dataclass_fields__}
-        fields = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in known}
         for name in ("processes", "leftovers"):  # hand-edited or older: never a reason to fail
-            value = fields.get(name)
-            if name in fields and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
-                del fields[name]
-        return cls(**fields)
+            value = values.get(name)
+            if name in values and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
+                del values[name]
+        for name, value in values.items():
+            problem = _field_problem(name, value)
+            if problem:
+                raise ValueError(f"'{name}' {problem} (found {value!r:.60})")
+        return cls(**values)
+
+
+REQUIRED = ("id", "agent", "workflow", "workspace", "native_session_id")
+_STRINGS = {
+    "id", "agent", "workflow", "workspace", "native_session_id", "agent_id", "server_url",
+    "status", "created", "updated", "log_path", "cast_path",
+}  # fmt: skip
+_INTS = {"restarts", "supervisor_pid", "agent_pid", "schema"}
+_BOOLS = {"workflow_delivered", "workflow_pending"}
+_STRING_LISTS = {"argv", "output_tail"}
+_TIMES = {"limit_until", "next_heartbeat"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _field_problem(name: str, value: Any) -> str:
+    """Why ``value`` cannot be the session field ``name`` ("" when it can)."""
+    if name in _STRINGS and not isinstance(value, str):
+        return "must be a string"
+    if name in _INTS and not (_is_int(value) and value >= 0):
+        return "must be a whole number >= 0"
+    if name == "exit_code" and not (value is None or _is_int(value)):
+        return "must be a whole number or null"
+    if name in _BOOLS and not isinstance(value, bool):
+        return "must be true or false"
+    if name in _STRING_LISTS and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        return "must be a list of strings"
+    if name == "tokens" and not (
+        isinstance(value, dict) and all(isinstance(k, str) and _is_int(v) for k, v in value.items())
+    ):
+        return "must map names to whole numbers"
+    if name in _TIMES:
+        if not isinstance(value, str):
+            return "must be an ISO time or empty"
+        if value:
+            try:
+                when = datetime.fromisoformat(value)
+            except ValueError:
+                return "must be an ISO time or empty"
+            if when.tzinfo is None:
+                return "must be an ISO time with its UTC offset"
+    return ""
 
 
 class CorruptSession(Exception):
@@ -119,8 +180,10 @@ def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
 class SessionDir:
     """One session's folder, held under an exclusive lock while open."""
 
-    def __init__(self, root: Path, session_id: str) -> None:
-        self.path = private_dir(root / session_id)
+    def __init__(self, root: Path, session_id: str, create: bool = True) -> None:
+        self.path = root / session_id
+        if create:
+            private_dir(self.path)
         self.redact = Redactor()  # shapes; the run sets one that knows its environment's secrets
         self.state_file = self.path / "session.json"
         self.events_file = self.path / "events.jsonl"
@@ -147,20 +210,34 @@ class SessionDir:
             self._lock_fd = None
 
     def load(self) -> SessionState:
+        """The saved state; ``CorruptSession`` when it is not a session.json of the right shape
+        (not a regular file, too big, not UTF-8 JSON, a field of the wrong type, another id)."""
         try:
-            data = json.loads(self.state_file.read_text(encoding="utf-8"))
-            return SessionState.from_json(data)
+            state = SessionState.from_json(json.loads(read_text(self.state_file, STATE_CAP, follow=False)))
         except FileNotFoundError:
             raise
         except (OSError, ValueError, TypeError) as err:
             raise CorruptSession(self.state_file, str(err)) from err
+        if state.id != self.path.name:
+            raise CorruptSession(self.state_file, f"'id' is {state.id!r}, not its folder's name")
+        return state
 
-    def save(self, state: SessionState) -> bool:
-        """Persist ``state``; on failure (disk full) keep the old file and return False."""
+    def holder(self) -> str:
+        """What the lock file says about the supervisor holding it (its pid), or ""."""
+        try:
+            return read_capped(self.path / "lock", 64, follow=False).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+
+    def save(self, state: SessionState, strict: bool = False) -> bool:
+        """Persist ``state``; on failure (disk full) keep the old file and return False (with
+        ``strict``, raise the ``OSError``)."""
         state.updated = now_iso()
         try:
             atomic_write(self.state_file, json.dumps(self.redact.value(state.to_json()), indent=2) + "\n")
         except OSError as err:
+            if strict:
+                raise
             log.warning("could not save %s (the previous copy is kept): %s", self.state_file, err)
             return False
         return True
@@ -196,12 +273,16 @@ class SessionStore:
             return None
         for state_file in self.root.glob("*/session.json"):
             try:
-                data = json.loads(state_file.read_text(encoding="utf-8"))
+                data = json.loads(read_text(state_file, STATE_CAP, follow=False))
             except (OSError, ValueError):
                 data = {}  # corrupt: still a candidate, so the user hears about it
-            if agent is not None and data.get("agent", agent) != agent:
+            found = data.get("agent", agent) if isinstance(data, dict) else agent
+            if agent is not None and found != agent:
                 continue
-            key = (state_file.stat().st_mtime, state_file.parent.name)
+            try:
+                key = (state_file.lstat().st_mtime, state_file.parent.name)
+            except OSError:
+                continue
             if best is None or key > best:
                 best = key
         return best[1] if best else None
@@ -210,7 +291,47 @@ class SessionStore:
         states = []
         for state_file in sorted(self.root.glob("*/session.json")):
             try:
-                states.append(SessionState.from_json(json.loads(state_file.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, TypeError):
+                states.append(self.open_existing(state_file.parent.name).load())
+            except (OSError, CorruptSession):
                 continue
         return states
+
+    def open_existing(self, session_id: str) -> SessionDir:
+        """A session folder that is there already (nothing is created)."""
+        return SessionDir(self.root, session_id, create=False)
+
+
+class Claim:
+    """One supervisor per agent id (agent, workflow, workspace): an exclusive ``flock`` on
+    ``.waaah/locks/<agent id>.lock``, held while the supervisor lives, holding its pid and session."""
+
+    def __init__(self, folder: Path, agent_id: str) -> None:
+        self.path = folder / f"{agent_id}.lock"
+        self._fd: int | None = None
+
+    def take(self) -> str | None:
+        """Take it; None when done, else what the holder wrote (its pid and session)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            try:
+                return read_capped(self.path, 256, follow=False).decode("utf-8", "replace").strip() or "?"
+            except OSError:
+                return "?"
+        self._fd = fd
+        self.note("")
+        return None
+
+    def note(self, session_id: str) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, f"pid {os.getpid()} session {session_id}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

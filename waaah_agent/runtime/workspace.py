@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent.errors import WorkflowNotFound
+from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text
 
 BUNDLED = Path(__file__).resolve().parent.parent / "workflows"
 
@@ -46,13 +47,24 @@ def strip_front_matter(text: str) -> str:
     return text
 
 
+def read_workflow(path: Path) -> str:
+    """The workflow file's text: a regular file of UTF-8 text, at most WORKFLOW_CAP bytes."""
+    try:
+        return read_text(path, WORKFLOW_CAP)
+    except UnicodeDecodeError as err:
+        why = f"it is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+    except OSError as err:
+        why = str(getattr(err, "reason", "") or err.strerror or err)
+    raise WorkflowNotFound(f"workflow file {path} cannot be used: {why}; fix it or remove it")
+
+
 def find_workflow(raw: str, workspace: Path, bundled: Path = BUNDLED) -> Workflow:
     name = workflow_name(raw)
     places = [workspace / ".agent" / "workflows", bundled]
     for folder in places:
         path = folder / f"{name}.md"
-        if path.is_file():
-            return Workflow(name, path, strip_front_matter(path.read_text(encoding="utf-8")))
+        if path.exists() or path.is_symlink():
+            return Workflow(name, path, strip_front_matter(read_workflow(path)))
     known = sorted({p.stem for folder in places if folder.is_dir() for p in folder.glob("*.md")})
     searched = " and ".join(str(folder / f"{name}.md") for folder in places)
     raise WorkflowNotFound(
