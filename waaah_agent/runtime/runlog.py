@@ -435,7 +435,7 @@ class BreakerStore:
         return self.load().get(agent) or Breaker(config=self.config)
 
     def update(self, agent: str, ok: bool, now: float, failure: Any = None) -> Breaker:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with (self.folder / "breakers.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             breakers = self.load()

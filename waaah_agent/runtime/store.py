@@ -311,7 +311,7 @@ class Claim:
 
     def take(self) -> str | None:
         """Take it; None when done, else what the holder wrote (its pid and session)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
