@@ -174,3 +174,24 @@ def test_a_settings_file_of_the_wrong_json_shape_is_refused_untouched(workspace,
     settings.write_bytes(content)
     assert_refused(start(workspace, home), settings, phrase)
     assert settings.read_bytes() == content
+
+
+def test_doctor_reads_an_unusable_settings_file_without_a_traceback_or_a_hang(workspace, home):
+    path = settings_path(home)
+    os.mkfifo(path)
+    # gemini itself hangs reading a FIFO: its version call times out (10 s); ours reads nothing that blocks
+    done = run_waaah("doctor", "--agent", "gemini", cwd=workspace, env=gemini_env(home), timeout=60)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert "MCP entry" in done.stdout and str(path) in done.stdout
+
+
+def test_status_does_not_hang_on_a_fifo_in_place_of_the_events_file(workspace, home):
+    folder = workspace / ".waaah" / "sessions" / "gemini-20261123-010203-abcdef"
+    folder.mkdir(parents=True)
+    state = {"schema": 1, "id": folder.name, "agent": "gemini", "workflow": "waaah-orc",
+             "workspace": str(workspace), "native_session_id": str(uuid.uuid4())}  # fmt: skip
+    (folder / "session.json").write_text(json.dumps(state))
+    os.mkfifo(folder / "events.jsonl")
+    done = run_waaah("status", cwd=workspace, env=clean_env(home), timeout=20)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert folder.name in done.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
-from waaah_agent.errors import WorkflowNotFound
+from waaah_agent.errors import UsageError, WorkflowNotFound
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
@@ -102,7 +102,7 @@ def check_breaker(name: str) -> Check:
 
 def cli_version(binary: str) -> str:
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20, check=False)
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"unknown ({err})"
     return (out.stdout.strip().splitlines() or ["unknown"])[0]
@@ -156,7 +156,10 @@ def check_server_reachable(
     if not url:
         for name in agents:
             adapter = adapters.registry()[name]
-            entry = adapter.mcp.existing(env) if adapter.mcp else None
+            try:
+                entry = adapter.mcp.existing(env) if adapter.mcp else None
+            except UsageError:
+                continue  # an unreadable settings file: the MCP entry check reports it
             if entry is not None and entry.url:
                 url = entry.url
                 break

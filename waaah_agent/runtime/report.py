@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.runtime import reaper
+from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.workspace import git_root
 
@@ -53,10 +54,8 @@ def is_live(folder: Path) -> bool:
 
 
 def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - 64 * 1024))
-            lines = fh.read().splitlines()[-limit:]
+    try:  # a FIFO, a device or a link in its place must not hang `waaah status`
+        lines = read_tail(path, 64 * 1024, follow=False).splitlines()[-limit:]
     except OSError:
         return []
     out = []
