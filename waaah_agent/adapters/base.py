@@ -50,6 +50,20 @@ _NEVER = re.compile(r"(?!)")
 HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_NEVER)
 
 
+def env_names_in(paths: Sequence[Path], pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The variable names ``pattern`` (one group) finds in these config files; unreadable ones are skipped."""
+    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+
+    names: list[str] = []
+    for path in paths:
+        try:
+            text = read_capped(path, 1024 * 1024).decode("utf-8", "replace")
+        except OSError:
+            continue
+        names += pattern.findall(text)
+    return tuple(dict.fromkeys(names))
+
+
 @dataclass(frozen=True)
 class Adapter:
     """One agent CLI."""
@@ -80,6 +94,8 @@ class Adapter:
     # Its provider's variables (names, or prefixes ending in "_"): `waaah run` passes these to it
     # and keeps them from every other CLI (runtime/cli_env.py).
     provider_env: tuple[str, ...] = ()
+    # More of those, named by the CLI's own config files (codex's env_key, opencode's {env:NAME}).
+    config_env: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(default=lambda env, ws: ())
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
     # How this CLI is given the waaah MCP server (runtime/mcp_setup.py: UserSettings, a file of

@@ -7,7 +7,11 @@ recorded screens). Model, provider and credentials come from codex's own configu
 
 from __future__ import annotations
 
-from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless, env_names_in
 from waaah_agent.core.streams import StreamParser, apply_codex
 
 
@@ -26,6 +30,15 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     return [*args, prompt if prompt is not None else "-"]
 
 
+_ENV_KEY = re.compile(r"^\s*env_key\s*=\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", re.MULTILINE)
+
+
+def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
+    """The variables codex's model providers read their keys from (``env_key`` in config.toml)."""
+    home = Path(env.get("CODEX_HOME") or Path(env.get("HOME", "~")) / ".codex").expanduser()
+    return env_names_in([home / "config.toml"], _ENV_KEY)
+
+
 ADAPTER = Adapter(
     name="codex",
     display_name="Codex CLI",
@@ -36,5 +49,6 @@ ADAPTER = Adapter(
     tested_version="0.169.0",
     interactive=False,
     provider_env=("OPENAI_", "CODEX_"),
+    config_env=_config_env,
     headless=Headless(_headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False),
 )

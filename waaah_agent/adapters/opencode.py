@@ -7,7 +7,11 @@ configuration (``opencode.json``, ``opencode auth login``).
 
 from __future__ import annotations
 
-from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless, env_names_in
 from waaah_agent.core.streams import StreamParser, apply_opencode
 
 
@@ -26,6 +30,17 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     return [*args, prompt] if prompt is not None else args
 
 
+_ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
+    """The variables opencode's configs refer to as ``{env:NAME}`` (the user's, the workspace's)."""
+    config = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME", "~")) / ".config").expanduser()
+    files = [config / "opencode" / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
+    files += [workspace / "opencode.json", workspace / "opencode.jsonc"]
+    return env_names_in(files, _ENV_REF)
+
+
 ADAPTER = Adapter(
     name="opencode",
     display_name="opencode",
@@ -36,6 +51,7 @@ ADAPTER = Adapter(
     tested_version="1.18.33",
     interactive=False,
     provider_env=("OPENCODE_", "OPENAI_"),
+    config_env=_config_env,
     headless=Headless(
         _headless, parser=lambda: StreamParser(apply_opencode), own_session_ids=False, stdin_prompt=True
     ),

@@ -471,9 +471,8 @@ class _Run:
             prompt_on_stdin=not in_argv,
         )
         others = [a.provider_env for a in adapters.registry().values() if a is not adapter]
-        env = cli_env.for_cli(
-            self.env, adapter.provider_env, [p for o in others for p in o], self.opts.pass_env
-        )
+        own = (*adapter.provider_env, *adapter.config_env(self.env, self.workspace))
+        env = cli_env.for_cli(self.env, own, [p for o in others for p in o], self.opts.pass_env)
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
