@@ -22,8 +22,8 @@ def private_dir(path: Path) -> Path:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _tighten(root)
         ignore = root / ".gitignore"
-        if not ignore.exists():
-            with contextlib.suppress(FileExistsError):
+        if not ignore.exists():  # best effort: a full or read-only disk is reported by the real write
+            with contextlib.suppress(OSError):
                 fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     fh.write(GITIGNORE)
