@@ -12,15 +12,19 @@ export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $@
+	@echo "waaah: setting up $(VENV) (the Python packages; about a minute the first time)"
+	@set -e; start=$$(date +%s); \
+	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/pip install -q --upgrade pip; \
+	  $(BIN)/pip install -q -e '.[dev]'; \
+	  echo "waaah: $(VENV) ready ($$(( $$(date +%s) - start )) s)"
+	@touch $@
 
 ## Start a supervised session (AGENT=gemini|claude, WORKFLOW=<name>, ARGS=extra waaah flags).
 run: venv
 	@command -v $(AGENT) >/dev/null 2>&1 || scripts/install_clis.sh $(AGENT)
-	$(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
+	@echo "waaah: starting $(AGENT) with the $(WORKFLOW) workflow (Ctrl+C for the menu)"
+	@WAAAH_VIA_MAKE=1 $(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
 
 ## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
 test: venv lint clis clis-extra

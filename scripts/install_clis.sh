@@ -40,6 +40,8 @@ ensure() {
         return
     fi
     mkdir -p "$PREFIX"
+    echo "install_clis: installing $name $version into $PREFIX (npm; about a minute)" >&2
+    local started=$SECONDS
     # --save-exact keeps the prefix's package.json on the pin, so a later plain
     # `npm install` there cannot drift. Engines warnings are expected (claude asks for
     # Node 22 but runs a bundled native executable).
@@ -52,7 +54,7 @@ ensure() {
         die "$name --version failed after install (run $BIN/$name --version to see why)"
     # codex says "codex-cli 0.169.0".
     [[ "${reported#codex-cli }" == "$version"* ]] || die "$name reports '$reported', expected $version"
-    echo "$name $version (installed: $BIN/$name)"
+    echo "$name $version (installed in $((SECONDS - started)) s: $BIN/$name)"
 }
 
 main() {

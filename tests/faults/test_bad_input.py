@@ -225,7 +225,9 @@ def test_a_full_disk_at_start_is_one_line_before_the_agent_starts(workspace, hom
     assert_no_traceback(done.stdout, done.stderr)
     assert done.returncode == 8, done.stderr
     lines = stderr_lines(done.stderr)
-    assert len(lines) == 1 and str(workspace / ".waaah") in lines[0], lines  # the first file it could not write
+    assert len(lines) == 1 and str(workspace / ".waaah") in lines[0], (
+        lines
+    )  # the first file it could not write
     assert "No space left on device" in lines[0] and "free some disk space" in lines[0], lines
 
 

@@ -156,7 +156,8 @@ def test_ctrl_c_menu_choices(workspace, fake_home):
     child.send("\x03")
     child.expect("save and exit")
     child.send("s")
-    child.expect("Resume with: waaah agent --start=simulated --as=waaah-orc --resume")
+    # waaah is not on this PATH (the checkout's .venv): the command names it in full, so it runs pasted
+    child.expect(f"Resume with: {WAAAH} agent --start=simulated --as=waaah-orc --resume")
     assert wait_exit(child) == 0
     st = state(workspace)
     assert st["status"] == "stopped"

@@ -111,6 +111,7 @@ class Night:
     policy: PolicyConfig | None = field(default_factory=PolicyConfig)
     backoff: BackoffConfig = field(default_factory=lambda: BackoffConfig(base=1.0))
     limit_resume_keys: bytes = b"\r"
+    interactive: bool = True  # a terminal with a person at it
     t: float = 0.0
     saved: dict[str, Any] = field(
         default_factory=lambda: {"workflow_delivered": False, "workflow_pending": False}
@@ -146,7 +147,7 @@ class Night:
         self.cli.last_output = self.t
         cfg = MachineConfig(
             agent="gemini",
-            interactive=True,
+            interactive=self.interactive,
             enter_delay=0.5,
             limit_resume_keys=self.limit_resume_keys,
             login_hint="gemini",

@@ -154,14 +154,30 @@ def test_sigterm_ignored_gets_sigkill_after_the_grace_then_again():
     assert m.next_due() is None and m.handle(ev.ChildExited(None), at(6)) == []
 
 
-def test_a_login_screen_stops_with_the_setup_command_and_is_never_restarted():
-    night = Night(cli=ModelCli(login=True))
+def test_headless_a_login_screen_stops_with_the_setup_command_and_is_never_restarted():
+    night = Night(cli=ModelCli(login=True), interactive=False)
     night.start()
     night.run_until(5)
     assert night.outcome.reason is ev.StopReason.LOGIN
     assert night.outcome.detail == "gemini requires login. Run: gemini"
     assert night.pastes() == [] and night.runs == 1
     assert final_status(night.outcome.reason) is SessionStatus.LOGIN_REQUIRED
+
+
+def test_on_a_terminal_the_login_screen_is_the_user_s_then_the_workflow_follows():
+    night = Night(cli=ModelCli(login=True))
+    night.start()
+    night.run_until(600)  # the user takes ten minutes to log in
+    assert night.outcome is None and night.pastes() == [] and not night.actions(ev.SignalAgent)
+    assert [r["screen"] for r in night.records("login-wait")] == [
+        "│ How would you like to authenticate for this project?"
+    ]
+    assert ev.Title("waaah: log in to gemini on its screen (waaah waits)") in night.actions(ev.Title)
+    night.cli.login = False  # logged in: gemini shows its prompt
+    night.look(night.t)
+    night.run_until(660)
+    assert night.records("login-done") and night.pastes() == [WORKFLOW]
+    assert night.cli.transcript == [WORKFLOW] and night.saved["workflow_delivered"]
 
 
 def test_a_limit_banner_holds_every_prompt_until_its_reset_then_continues():

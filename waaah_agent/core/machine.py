@@ -111,6 +111,7 @@ class Machine:
         self.worked = False  # busy since the agent was last ready
         self.menu_open = False
         self.hiding = False  # a secret-entry screen is up: its echo is not recorded
+        self.awaiting_login = False  # the CLI's login screen is up and the user is answering it
         self.stopping: StopReason | None = None
         self.stop_detail = ""
         self.finished = False
@@ -221,9 +222,13 @@ class Machine:
             if self.nudger is not None:
                 self.nudger.turn_ended(now)
         if state is AgentState.LOGIN:
-            hint = self.cfg.login_hint or self.cfg.agent
-            self._stop(StopReason.LOGIN, f"{self.cfg.agent} requires login. Run: {hint}", now)
+            self._login(now)
             return
+        if self.awaiting_login:  # the CLI moved on from its login screen: the user is done
+            self.awaiting_login = False
+            self._record("login-done", state=state.value)
+            self._notice(f"{self.cfg.agent} is past its login screen; carrying on")
+            self._emit(Title(f"waaah: {self.cfg.agent}"))
         if self.limit_deadline is not None:
             return  # waiting out a usage limit: no prompts, no stall handling
         self._check_stall(now, state, reading)
@@ -231,6 +236,23 @@ class Machine:
             self._maybe_nudge(t, state, reading.input_empty)
             return
         self._deliver(now, state, reading)
+
+    def _login(self, now: float) -> None:
+        """The CLI shows its own login or auth screen.
+
+        On a terminal the user is there to answer it: nothing is typed and nothing is stopped,
+        the title and the log say what waaah waits for, and the workflow follows once the CLI is
+        ready. Headless nobody can: stop with the steps to run from a shell.
+        """
+        if not self.cfg.interactive:
+            hint = self.cfg.login_hint or self.cfg.agent
+            self._stop(StopReason.LOGIN, f"{self.cfg.agent} requires login. Run: {hint}", now)
+            return
+        if not self.awaiting_login:
+            self.awaiting_login = True
+            self._record("login-wait", screen=self.last_reading.login)
+            self._notice(f"{self.cfg.agent} asks for a login on its screen: waiting for you to finish it")
+            self._emit(Title(f"waaah: log in to {self.cfg.agent} on its screen (waaah waits)"))
 
     def _deliver(self, now: float, state: AgentState, reading: Reading) -> None:
         delivery = self.delivery

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from pathlib import Path
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.errors import UsageError, WorkflowNotFound
+from waaah_agent.runtime import clis
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
@@ -109,7 +109,7 @@ def cli_version(binary: str) -> str:
 
 
 def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check:
-    found = shutil.which(adapter.binary, path=env.get("PATH"))
+    found = clis.find(adapter, env)
     name = f"{adapter.name} CLI"
     if found is None:
         status = "fail" if required else "warn"
@@ -136,7 +136,7 @@ def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check
 def check_login(adapter: Adapter, env: Mapping[str, str]) -> Check:
     name = f"{adapter.name} login"
     if adapter.needs_login(env):
-        return Check(name, "fail", "no credentials found", f"run: {adapter.login_hint or adapter.binary}")
+        return Check(name, "fail", "no credentials found", f"run: {clis.login_hint(adapter, env)}")
     return Check(name, "ok", "credentials found")
 
 

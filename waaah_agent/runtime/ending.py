@@ -5,12 +5,15 @@ Also the user's side of the supervisor (``Console``): what it says outside the a
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import RestartDecision
 from waaah_agent.core.events import Outcome, StopReason
@@ -110,7 +113,25 @@ def saved_line(saved: bool, state: SessionState, session: SessionDir) -> str:
 
 
 def resume_command(state: SessionState) -> str:
-    parts = ["waaah", "agent", f"--start={state.agent}", f"--as={state.workflow}", "--resume"]
+    """The command that resumes the session, as it runs when pasted into the user's shell.
+
+    ``waaah`` when that name runs this very program, else its full path (a newcomer's waaah is in
+    the checkout's .venv, not on PATH); started by `make run`, the make form is offered too.
+    """
+    me = waaah_command()
+    parts = [me, "agent", f"--start={state.agent}", f"--as={state.workflow}", "--resume"]
     if Path(state.workspace) != Path.cwd().resolve():
         parts += ["--workspace", state.workspace]
-    return shlex.join(parts)
+    command = shlex.join(parts)
+    if os.environ.get(settings.VIA_MAKE) and Path(state.workspace) == Path.cwd().resolve():
+        command += " (or: make run ARGS=--resume)"
+    return command
+
+
+def waaah_command() -> str:
+    """How the user's shell reaches this waaah: ``waaah`` when that is on PATH, else its full path."""
+    here = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    on_path = shutil.which("waaah")
+    if here is None or here.name != "waaah" or (on_path and Path(on_path).resolve() == here):
+        return "waaah"
+    return str(here)

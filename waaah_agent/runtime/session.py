@@ -12,7 +12,6 @@ import hashlib
 import os
 import random
 import shlex
-import shutil
 import sys
 import time
 import uuid
@@ -42,7 +41,7 @@ from waaah_agent.errors import (
     UsageError,
     storage_error,
 )
-from waaah_agent.runtime import mcp_setup, reaper, report
+from waaah_agent.runtime import clis, mcp_setup, reaper, report
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, tokens_line
@@ -91,8 +90,9 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
     child_env = agent_env(adapter, env)
-    if adapter.needs_login(child_env):
-        raise LoginRequired(login_message(adapter))
+    if adapter.needs_login(child_env) and not console.interactive:
+        # On a terminal the CLI's own login screen is the user's to answer (waaah waits).
+        raise LoginRequired(login_message(adapter, env))
     waaah_dir = workspace / ".waaah"
     store = SessionStore(waaah_dir / "sessions")
     if opts.resume:
@@ -246,7 +246,7 @@ def resolve_workspace(start: Path, console: Console) -> Path:
 def find_binary(adapter: Adapter, env: Mapping[str, str]) -> str:
     if adapter.simulated:
         return sys.executable
-    found = shutil.which(adapter.binary, path=env.get("PATH"))
+    found = clis.find(adapter, env)
     if found is None:
         blocked = not_executable(adapter.binary, env.get("PATH"))
         if blocked is not None:
@@ -267,8 +267,8 @@ def not_executable(binary: str, path: str | None) -> str | None:
     return None
 
 
-def login_message(adapter: Adapter) -> str:
-    return f"{adapter.name} requires login. Run: {adapter.login_hint or adapter.binary}"
+def login_message(adapter: Adapter, env: Mapping[str, str]) -> str:
+    return f"{adapter.name} requires login. Run: {clis.login_hint(adapter, env)}"
 
 
 def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
@@ -473,7 +473,7 @@ class Run:
                 interactive=self.console.interactive,
                 enter_delay=adapter.enter_delay,
                 limit_resume_keys=adapter.limit_resume_keys,
-                login_hint=adapter.login_hint or adapter.binary,
+                login_hint=clis.login_hint(adapter, self.env),
                 stop_grace=self.opts.stop_grace,
                 policy=self.opts.policy,
                 limit_margin=self.opts.limit_margin,
