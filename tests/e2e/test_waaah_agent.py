@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,8 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
         assert save_and_exit(child) == 0
 
 
-def test_no_key_in_a_fresh_home_says_how_to_log_in(cli, tmp_path):
+def test_no_key_in_a_fresh_home_headless_says_how_to_log_in(cli, tmp_path):
+    """Nobody at a terminal to answer the CLI's login: stop at once with the command to run."""
     ws = workspace_for(tmp_path)
     home = tmp_path / "fresh-home"
     home.mkdir()
@@ -220,14 +222,60 @@ def test_no_key_in_a_fresh_home_says_how_to_log_in(cli, tmp_path):
         for path in (home / ".gemini" / "settings.json", home / ".claude.json"):
             path.unlink(missing_ok=True)  # a truly fresh HOME
         started = time.monotonic()
-        child = spawn(ws, env, f"--start={cli}", "--no-mcp")
-        child.expect(pexpect.EOF, timeout=30)
-        child.close()
-        output = child.before.decode()
-        assert child.exitstatus == 6
-        assert f"{cli} requires login. Run: {cli}" in output
+        done = subprocess.run(
+            [WAAAH, "agent", f"--start={cli}", "--no-mcp"],
+            cwd=ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 6, done.stderr
+        assert f"{cli} requires login. Run: {cli}" in done.stderr
         assert time.monotonic() - started < 20
         assert model.main_requests() == []  # nothing was started, nothing restarted
+
+
+def test_no_key_in_a_fresh_home_on_a_terminal_waits_for_the_login(tmp_path):
+    """On a terminal the CLI's own login screen is the person's: waaah neither types nor stops.
+
+    gemini only: claude's first start without credentials must reach Anthropic's servers for its
+    login (offline it prints "Unable to connect to Anthropic services" and exits), so there is no
+    offline login screen of claude's to wait at; its recorded login screen is in the unit tests.
+    """
+    cli = "gemini"
+    ws = workspace_for(tmp_path)
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    with FakeModel([], default=Text("OK")) as model:
+        env = cli_env(cli, home, ws, model.url, api_key=None)
+        for path in (home / ".gemini" / "settings.json", home / ".claude.json"):
+            path.unlink(missing_ok=True)
+        child = spawn(ws, env, f"--start={cli}", "--no-mcp")
+        answered = False
+        shown = Collector()
+        child.logfile_read = shown
+
+        def waiting() -> bool:
+            nonlocal answered
+            if not answered and b"trust the files" in shown.data:
+                answered = True  # the person trusts the folder; the auth dialog follows
+                child.send("\r")
+            return (
+                any(e["event"] == "login-wait" for e in events(ws))
+                if (ws / ".waaah" / "sessions").is_dir()
+                else False
+            )
+
+        pump_until(child, waiting, 60)
+        pump_for(child, 5)  # the quiet stretch is the check: nothing typed, nothing stopped
+        assert child.isalive()
+        names = [e["event"] for e in events(ws)]
+        assert "stop" not in names and "delivery" not in names
+        assert b"log in to " + cli.encode() in shown.data  # the terminal title says why it waits
+        assert model.main_requests() == []
+        assert save_and_exit(child) == 0
 
 
 def test_evict_shutdown_ends_the_session_cleanly(cli, tmp_path):
