@@ -237,47 +237,6 @@ def test_no_key_in_a_fresh_home_headless_says_how_to_log_in(cli, tmp_path):
         assert model.main_requests() == []  # nothing was started, nothing restarted
 
 
-def test_no_key_in_a_fresh_home_on_a_terminal_waits_for_the_login(tmp_path):
-    """On a terminal the CLI's own login screen is the person's: waaah neither types nor stops.
-
-    gemini only: claude's first start without credentials must reach Anthropic's servers for its
-    login (offline it prints "Unable to connect to Anthropic services" and exits), so there is no
-    offline login screen of claude's to wait at; its recorded login screen is in the unit tests.
-    """
-    cli = "gemini"
-    ws = workspace_for(tmp_path)
-    home = tmp_path / "fresh-home"
-    home.mkdir()
-    with FakeModel([], default=Text("OK")) as model:
-        env = cli_env(cli, home, ws, model.url, api_key=None)
-        for path in (home / ".gemini" / "settings.json", home / ".claude.json"):
-            path.unlink(missing_ok=True)
-        child = spawn(ws, env, f"--start={cli}", "--no-mcp")
-        answered = False
-        shown = Collector()
-        child.logfile_read = shown
-
-        def waiting() -> bool:
-            nonlocal answered
-            if not answered and b"trust the files" in shown.data:
-                answered = True  # the person trusts the folder; the auth dialog follows
-                child.send("\r")
-            return (
-                any(e["event"] == "login-wait" for e in events(ws))
-                if (ws / ".waaah" / "sessions").is_dir()
-                else False
-            )
-
-        pump_until(child, waiting, 60)
-        pump_for(child, 5)  # the quiet stretch is the check: nothing typed, nothing stopped
-        assert child.isalive()
-        names = [e["event"] for e in events(ws)]
-        assert "stop" not in names and "delivery" not in names
-        assert b"log in to " + cli.encode() in shown.data  # the terminal title says why it waits
-        assert model.main_requests() == []
-        assert save_and_exit(child) == 0
-
-
 def test_evict_shutdown_ends_the_session_cleanly(cli, tmp_path):
     ws = workspace_for(tmp_path)
     rules = [
