@@ -152,7 +152,12 @@ def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):
     home = tmp_path / "home"
     home.mkdir()
     with WaaahServer() as server:
-        env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "GEMINI_API_KEY": "k"}
+        env = {
+            "HOME": str(home),
+            "PATH": "/usr/bin:/bin",
+            "GEMINI_API_KEY": "k",
+            "WAAAH_CLI_DIR": "/nonexistent",
+        }
         result, checks = doctor(workspace, env, "--agent", "gemini", "--server", server.url)
     assert (
         checks["gemini CLI"]["status"] == "fail"

@@ -27,6 +27,7 @@ def run(
         "HOME": str(ws.parent),
         "XDG_STATE_HOME": str(ws.parent / "state"),
         "LANG": "C.UTF-8",
+        "WAAAH_CLI_DIR": str(ws.parent / "no-clis"),  # not the checkout's install: "not installed" means it
     }
     return subprocess.run(
         [WAAAH, "run", *args], cwd=ws, env=env, input=stdin, capture_output=True, text=True, timeout=30

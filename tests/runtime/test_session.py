@@ -298,6 +298,7 @@ def run_once(ws: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
 def test_missing_cli_says_how_to_install(workspace, fake_home):
     env = sim_env(fake_home)
     env["PATH"] = "/nonexistent"
+    env["WAAAH_CLI_DIR"] = "/nonexistent"  # nor installed beside the checkout
     result = run_once(workspace, env, "--start=gemini")
     assert result.returncode == 3
     assert "gemini CLI not found. Install with: npm install -g @google/gemini-cli" in result.stderr

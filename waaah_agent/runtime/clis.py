@@ -13,10 +13,16 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout, for an editable install
 LOCAL_BIN = CHECKOUT / ".cache" / "clis" / "node_modules" / ".bin"
+
+
+def local_bin(env: Mapping[str, str]) -> Path:
+    """Where `make` installed the CLIs (``WAAAH_CLI_DIR`` names another place)."""
+    return Path(env[settings.CLI_DIR]) if env.get(settings.CLI_DIR) else LOCAL_BIN
 
 
 def find(adapter: Adapter, env: Mapping[str, str]) -> str | None:
@@ -24,7 +30,7 @@ def find(adapter: Adapter, env: Mapping[str, str]) -> str | None:
     found = shutil.which(adapter.binary, path=env.get("PATH"))
     if found is not None:
         return found
-    local = LOCAL_BIN / adapter.binary
+    local = local_bin(env) / adapter.binary
     return str(local) if local.is_file() and os.access(local, os.X_OK) else None
 
 

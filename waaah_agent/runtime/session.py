@@ -246,11 +246,12 @@ def resolve_workspace(start: Path, console: Console) -> Path:
 def find_binary(adapter: Adapter, env: Mapping[str, str]) -> str:
     if adapter.simulated:
         return sys.executable
+    blocked = not_executable(adapter.binary, env.get("PATH"))
     found = clis.find(adapter, env)
+    if blocked is not None and (found is None or not clis.on_path(adapter.binary, found, env)):
+        # The user's own copy on PATH may not be run: that is the one they mean.
+        raise CliNotFound(not_executable_message(blocked, PermissionError(13, "permission denied")))
     if found is None:
-        blocked = not_executable(adapter.binary, env.get("PATH"))
-        if blocked is not None:
-            raise CliNotFound(not_executable_message(blocked, PermissionError(13, "permission denied")))
         raise CliNotFound(f"{adapter.binary} CLI not found. Install with: {adapter.install_hint}")
     return found
 
