@@ -70,14 +70,12 @@ def _headless_names() -> list[str]:
 
 
 def _interactive_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """`waaah agent --start`: a CLI it can supervise; a headless-only one says where it runs."""
+    """`waaah agent --start`: a CLI it can supervise. A headless-only one (codex) passes, for the
+    start to say where it runs instead (runtime/session.py, one line, exit 2)."""
     known = adapters.registry()
-    if value in known and not known[value].interactive:
-        raise typer.BadParameter(
-            f'{value} runs headless only (waaah run --agent {value} "..."); '
-            f"waaah agent can supervise: {', '.join(adapters.names())}"
-        )
-    return value if value is None else _one_of(value, adapters.names())
+    if value is None or (value in known and not known[value].interactive):
+        return value
+    return _one_of(value, adapters.names())
 
 
 def _headless_one(value: str) -> str:

@@ -90,11 +90,6 @@ def test_unknown_options_and_stray_arguments_are_usage_errors(
             "Invalid value for '--start': 'nope' is not one of 'claude', 'gemini', 'simulated'",
         ),
         (
-            ("agent", "--start=codex"),
-            "Invalid value for '--start': codex runs headless only (waaah run --agent codex \"...\"); "
-            "waaah agent can supervise: claude, gemini, simulated",
-        ),
-        (
             ("agent", "--start=simulated", "--heartbeat", "-5"),
             "Invalid value for '--heartbeat': -5 is not more than 0",
         ),
@@ -158,6 +153,15 @@ def test_help_lists_the_choices_ranges_and_variables() -> None:
     )
     for name in ("WAAAH_SERVER_URL", "WAAAH_API_KEY", "WAAAH_AGENT_ID", "WAAAH_INBOX"):
         assert f"[env var: {name}]" in proxy, name
+
+
+def test_a_headless_only_cli_keeps_its_one_line_answer(ws: Path) -> None:
+    done = waaah(ws, "agent", "--start=codex")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        'waaah: codex runs headless only (waaah run --agent codex "..."); '
+        "waaah agent can supervise: claude, gemini, simulated"
+    )
 
 
 def test_a_bad_variable_is_still_the_settings_usage_error(ws: Path) -> None:
