@@ -6,37 +6,171 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from waaah_agent import adapters, settings
-from waaah_agent.errors import RUN_EXIT_CODES, ExitCode, UsageError, WaaahError, exit_codes, table
+from waaah_agent.errors import RUN_EXIT_CODES, ExitCode, WaaahError, exit_codes, table
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Keep an AI coding CLI working inside the WAAAH loop, in a supervised terminal.",
+    rich_markup_mode=None,  # plain help and the usual usage errors, also when piped
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 EXIT_TABLE = table(exit_codes(settings.RESTART_BUDGET, settings.RESTART_WINDOW), "\n\n")
 RUN_EXITS = table(RUN_EXIT_CODES, "; ")
+FORMATS = ("json", "text", "llm")
+CLI_ARGS = "waaah.cli_args"  # ctx.meta key: what came after `--`
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    epilog=f"Exit codes:\n\n{EXIT_TABLE}",
-)
+class PassThrough(TyperCommand):
+    """A command whose arguments after the first `--` go to the agent CLI unchanged. Before it,
+    an unknown option (or a stray argument) is a usage error, as with any other command."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[CLI_ARGS] = args[at + 1 :]
+            args = args[:at]
+        else:
+            ctx.meta[CLI_ARGS] = []
+        return list(super().parse_args(ctx, args))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- CLI_ARGS...]"]
+
+
+def _cli_args(ctx: typer.Context) -> list[str]:
+    return list(ctx.meta.get(CLI_ARGS, []))
+
+
+# ----- validation of choices and ranges (the parser's; settings.py resolves the environment) -----
+
+
+def _from_env(ctx: typer.Context, param: typer.CallbackParam) -> bool:
+    source = ctx.get_parameter_source(param.name or "")
+    return getattr(source, "name", "") == "ENVIRONMENT"
+
+
+def _one_of(value: str, names: list[str]) -> str:
+    if value not in names:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
+    return value
+
+
+def _headless_names() -> list[str]:
+    return sorted(n for n, a in adapters.registry().items() if a.headless)
+
+
+def _interactive_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`waaah agent --start`: a CLI it can supervise. A headless-only one (codex) passes, for the
+    start to say where it runs instead (runtime/session.py, one line, exit 2)."""
+    known = adapters.registry()
+    if value is None or (value in known and not known[value].interactive):
+        return value
+    return _one_of(value, adapters.names())
+
+
+def _headless_one(value: str) -> str:
+    known = adapters.registry()
+    if value in known and known[value].headless is None:
+        raise typer.BadParameter(
+            f"{value} has no headless mode; choose one of: {', '.join(_headless_names())}"
+        )
+    return _one_of(value, _headless_names())
+
+
+def _headless_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`waaah run --agent` (or its variable, which settings.py resolves: None here)."""
+    if value is None:
+        return None
+    from_env = _from_env(ctx, param)
+    try:
+        _headless_one(value)
+    except typer.BadParameter as bad:  # name the variable only when the value came from it
+        where = f" (env var: '{param.envvar}')" if from_env else ""
+        raise typer.BadParameter(bad.message, param_hint=f"'--agent'{where}") from None
+    return None if from_env else value
+
+
+def _headless_list(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`--fallback A,B`: each one a headless CLI."""
+    for name in (value or "").split(","):
+        if name.strip():
+            _headless_one(name.strip())
+    return value
+
+
+def _any_clis(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str] | None:
+    for name in value or []:
+        _one_of(name, adapters.all_names())
+    return value
+
+
+def _format(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    return _one_of(value, list(FORMATS))
+
+
+def _flag_only(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """An option whose variable is declared for --help: settings.py resolves the variable (the
+    flag, else the variable, else the default), so here only a value given as a flag counts."""
+    return None if _from_env(ctx, param) else value
+
+
+def _at_least(low: float, *, strict: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None and (value <= low if strict else value < low):
+            bound = f"more than {low:g}" if strict else f"{low:g} or more"
+            raise typer.BadParameter(f"{value:g} is not {bound}")
+        return value
+
+    return check
+
+
+POSITIVE = _at_least(0, strict=True)
+NOT_NEGATIVE = _at_least(0, strict=False)
+ALL_CLIS = f"[{'|'.join(adapters.all_names())}]"
+HEADLESS_CLIS = f"[{'|'.join(_headless_names())}]"
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version("waaah-agent")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        print(f"waaah {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Keep an AI coding CLI working inside the WAAAH loop, in a supervised terminal."""
+
+
+@app.command(cls=PassThrough, epilog=f"Exit codes:\n\n{EXIT_TABLE}")
 def agent(
     ctx: typer.Context,
     start: Annotated[
         str,
         typer.Option(
             "--start",
-            help=f"The agent CLI to run: {', '.join(adapters.names())} "
-            "('simulated' is a demo agent with no model). Example: --start=gemini",
+            callback=_interactive_cli,
+            metavar=f"[{'|'.join(adapters.names())}]",
+            help="The agent CLI to run ('simulated' is a demo agent with no model; the "
+            "headless-only ones run with waaah run). Example: --start=gemini",
         ),
     ],
     workflow: Annotated[
@@ -65,19 +199,31 @@ def agent(
     ] = None,
     stop_grace: Annotated[
         float,
-        typer.Option("--stop-grace", help="Seconds the agent gets after SIGTERM before SIGKILL."),
+        typer.Option(
+            "--stop-grace",
+            callback=NOT_NEGATIVE,
+            metavar="SECONDS>=0",
+            help="Seconds the agent gets after SIGTERM before SIGKILL. Example: --stop-grace 10",
+        ),
     ] = settings.STOP_GRACE,
     server: Annotated[
         str | None,
         typer.Option(
             "--server",
-            help=f"WAAAH server URL (else {settings.SERVER_URL}, else the CLI's existing waaah entry; "
+            envvar=settings.SERVER_URL,
+            callback=_flag_only,
+            help="WAAAH server URL (else the variable, else the CLI's existing waaah entry; "
             f"asked on a terminal). Example: --server {settings.DEFAULT_SERVER_URL}",
         ),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", help=f"WAAAH API key (else {settings.API_KEY}). Never logged."),
+        typer.Option(
+            "--api-key",
+            envvar=settings.API_KEY,
+            callback=_flag_only,
+            help="WAAAH API key (else the variable). Never logged.",
+        ),
     ] = None,
     no_mcp: Annotated[
         bool, typer.Option("--no-mcp", help="Do not configure the waaah MCP server for the CLI.")
@@ -86,6 +232,8 @@ def agent(
         float,
         typer.Option(
             "--heartbeat",
+            callback=POSITIVE,
+            metavar="SECONDS>0",
             help="Seconds idle at the prompt before a heartbeat prompt. Example: --heartbeat 300",
         ),
     ] = settings.HEARTBEAT,
@@ -93,6 +241,8 @@ def agent(
         float,
         typer.Option(
             "--stall-timeout",
+            callback=POSITIVE,
+            metavar="SECONDS>0",
             help="Seconds busy with nothing changing before Esc (then a restart if still stuck). Example: --stall-timeout 1800",
         ),
     ] = settings.STALL_TIMEOUT,
@@ -100,7 +250,10 @@ def agent(
         int,
         typer.Option(
             "--restart-budget",
-            help=f"Restarts allowed per {settings.minutes(settings.RESTART_WINDOW)} before giving up.",
+            callback=NOT_NEGATIVE,
+            metavar="N>=0",
+            help=f"Restarts allowed per {settings.minutes(settings.RESTART_WINDOW)} before giving up "
+            "(0: never restart, stop at the first crash or stall). Example: --restart-budget 10",
         ),
     ] = settings.RESTART_BUDGET,
     no_nudge: Annotated[
@@ -128,7 +281,7 @@ def agent(
             workflow=workflow,
             resume=resume,
             workspace=workspace,
-            extra_args=[a for a in ctx.args if a != "--"],
+            extra_args=_cli_args(ctx),
             stop_grace=stop_grace,
             server=server,
             api_key=api_key,
@@ -156,6 +309,8 @@ def doctor(
         list[str] | None,
         typer.Option(
             "--agent",
+            callback=_any_clis,
+            metavar=ALL_CLIS,
             help="Check only this CLI (repeatable; also the headless-only ones, e.g. codex). "
             "Example: --agent gemini",
         ),
@@ -166,8 +321,16 @@ def doctor(
     workspace: Annotated[
         Path | None, typer.Option("--workspace", help="Default: the current directory.")
     ] = None,
-    server: Annotated[str | None, typer.Option("--server", help="WAAAH server URL to check.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", help="WAAAH API key to try.")] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", envvar=settings.SERVER_URL, callback=_flag_only, help="WAAAH server URL to check."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="WAAAH API key to try."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check the set-up: CLIs and versions, login, MCP entry, server and key, git, workflow, .waaah/.
@@ -176,13 +339,6 @@ def doctor(
     """
     from waaah_agent.runtime import doctor as doc
 
-    for name in agent or []:
-        if name not in adapters.registry():
-            print(
-                f"waaah: unknown agent '{name}'; choose one of: {', '.join(adapters.all_names())}",
-                file=sys.stderr,
-            )
-            raise typer.Exit(ExitCode.USAGE)
     checks = doc.run_checks(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
@@ -194,10 +350,7 @@ def doctor(
     raise typer.Exit(doc.exit_code(checks))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    epilog=f"Exit codes: {RUN_EXITS}",
-)
+@app.command(cls=PassThrough, epilog=f"Exit codes: {RUN_EXITS}")
 def run(
     ctx: typer.Context,
     prompt: Annotated[
@@ -208,8 +361,11 @@ def run(
         str | None,
         typer.Option(
             "--agent",
-            help=f"The CLI to run: {', '.join(n for n, a in adapters.registry().items() if a.headless)} "
-            f"(else {settings.DEFAULT_AGENT_VAR}, else {settings.DEFAULT_AGENT}). Example: --agent claude",
+            envvar=settings.DEFAULT_AGENT_VAR,
+            callback=_headless_cli,
+            metavar=HEADLESS_CLIS,
+            help="The CLI to run (else the one of --session, else the variable, else "
+            f"{settings.DEFAULT_AGENT}). Example: --agent claude",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
@@ -225,17 +381,29 @@ def run(
         str | None,
         typer.Option(
             "--parent",
-            help=f"Link this run under a run or supervised session (else {settings.PARENT_ID}) "
-            "in `waaah sessions`.",
+            envvar=settings.PARENT_ID,
+            callback=_flag_only,
+            help="Link this run under a run or supervised session (else the variable) in `waaah sessions`.",
         ),
     ] = None,
     timeout: Annotated[
         float,
-        typer.Option("--timeout", help="Seconds for the whole run: every attempt, wait and fallback."),
+        typer.Option(
+            "--timeout",
+            callback=POSITIVE,
+            metavar="SECONDS>0",
+            help="Seconds for the whole run: every attempt, wait and fallback. Example: --timeout 300",
+        ),
     ] = settings.RUN_TIMEOUT,
     fallback: Annotated[
         str | None,
-        typer.Option("--fallback", help="CLIs to try next, in order. Example: --fallback claude,gemini"),
+        typer.Option(
+            "--fallback",
+            callback=_headless_list,
+            metavar="CLI[,CLI...]",
+            help=f"CLIs to try next, in order, each one of {', '.join(_headless_names())}. "
+            "Example: --fallback claude,gemini",
+        ),
     ] = None,
     context: Annotated[
         Path | None,
@@ -244,7 +412,13 @@ def run(
         ),
     ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="json (the envelope), text (the answer) or llm (for a model).")
+        str,
+        typer.Option(
+            "--format",
+            callback=_format,
+            metavar=f"[{'|'.join(FORMATS)}]",
+            help="json (the envelope), text (the answer) or llm (for a model). Example: --format text",
+        ),
     ] = "json",
     workspace: Annotated[
         Path | None,
@@ -254,9 +428,12 @@ def run(
         list[str] | None,
         typer.Option(
             "--pass-env",
-            help="Also give the CLI this variable (repeatable; NAME_ is a prefix; also "
-            f"{settings.PASS_ENV}=A,B). Other providers' keys and cloud credentials are withheld "
-            "by default. Example: --pass-env AWS_",
+            envvar=settings.PASS_ENV,
+            callback=_flag_only,
+            metavar="NAME",
+            help="Also give the CLI this variable (repeatable; NAME_ is a prefix; the variable "
+            "adds more, comma-separated: A,B_). Other providers' keys and cloud credentials are "
+            "withheld by default. Example: --pass-env AWS_",
         ),
     ] = None,
 ) -> None:
@@ -278,15 +455,12 @@ def run(
         fallback=[a.strip() for a in (fallback or "").split(",") if a.strip()],
         context=context,
         format=fmt,
-        extra_args=[a for a in ctx.args if a != "--"],
+        extra_args=_cli_args(ctx),
         workspace=workspace,
         pass_env=settings.pass_env(pass_env, os.environ),
     )
 
     def go() -> int:
-        oneshot.check_format(fmt)
-        if timeout <= 0:
-            raise UsageError("--timeout must be more than 0 seconds")
         oneshot.interrupt_on_sigterm()
         return oneshot.execute(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
 
@@ -339,19 +513,31 @@ def status(
 @app.command("mcp-proxy")
 def mcp_proxy(
     server: Annotated[
-        str | None, typer.Option("--server", help=f"WAAAH server URL (env {settings.SERVER_URL}).")
+        str | None,
+        typer.Option(
+            "--server",
+            envvar=settings.SERVER_URL,
+            callback=_flag_only,
+            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
+        ),
     ] = None,
     api_key: Annotated[
-        str | None, typer.Option("--api-key", help=f"API key (env {settings.API_KEY}).")
+        str | None,
+        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
     ] = None,
     agent_id: Annotated[
         str | None,
-        typer.Option("--agent-id", help=f"Agent id filled into calls (env {settings.AGENT_ID})."),
+        typer.Option(
+            "--agent-id", envvar=settings.AGENT_ID, callback=_flag_only, help="Agent id filled into calls."
+        ),
     ] = None,
     inbox: Annotated[
         Path | None,
         typer.Option(
-            "--inbox", help=f"File that receives one JSON line per tool call (env {settings.INBOX})."
+            "--inbox",
+            envvar=settings.INBOX,
+            callback=_flag_only,
+            help="File that receives one JSON line per tool call.",
         ),
     ] = None,
 ) -> None:

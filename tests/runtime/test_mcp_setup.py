@@ -128,9 +128,22 @@ def test_server_choice_precedence_and_headless_error():
     assert mcp_setup.choose_server(None, None, {}, existing, False, input).url == "http://old"
     with pytest.raises(UsageError, match="--no-mcp"):
         mcp_setup.choose_server(None, None, {}, None, False, input)
-    answers = iter(["", "k3y"])
-    asked = mcp_setup.choose_server(None, None, {}, None, True, lambda _q: next(answers))
+    questions: list[str] = []
+    secret_questions: list[str] = []
+
+    def ask(question: str) -> str:
+        questions.append(question)
+        return ""
+
+    def ask_secret(question: str) -> str:
+        secret_questions.append(question)
+        return " k3y "
+
+    asked = mcp_setup.choose_server(None, None, {}, None, True, ask, ask_secret)
     assert (asked.url, asked.api_key) == ("http://localhost:3456", "k3y")
+    # The address is asked in the open; the key only through the hidden prompt.
+    assert questions == ["WAAAH server address [http://localhost:3456]: "]
+    assert secret_questions == ["WAAAH API key (optional, not shown, Enter for none): "]
 
 
 def test_server_checks_against_the_double():

@@ -35,14 +35,59 @@ def run(
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("hi", "--agent", "nope"),
+            "Invalid value for '--agent': 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'",
+        ),
+        (
+            ("hi", "--agent", "simulated"),
+            "Invalid value for '--agent': simulated has no headless mode; choose one of: claude, codex,",
+        ),
+        (
+            ("hi", "--agent", "gemini", "--fallback", "claude,nope"),
+            "Invalid value for '--fallback': 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'",
+        ),
+        (
+            ("hi", "--format", "yaml"),
+            "Invalid value for '--format': 'yaml' is not one of 'json', 'text', 'llm'",
+        ),
+        (("hi", "--timeout", "0"), "Invalid value for '--timeout': 0 is not more than 0"),
+        (("hi", "--timeout", "-3"), "Invalid value for '--timeout': -3 is not more than 0"),
+        (("hi", "--agnet", "claude"), "No such option: --agnet (Possible options: --agent, --parent)"),
+        (("hi", "there"), "Got unexpected extra argument(s) (there)"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_before_anything_starts(
+    ws: Path, args: tuple[str, ...], message: str
+) -> None:
+    done = run(ws, *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert lines[:2] == [
+        "Usage: waaah run [OPTIONS] [prompt] [-- CLI_ARGS...]",
+        "Try 'waaah run -h' for help.",
+    ]
+    assert lines[-1].startswith(f"Error: {message}"), lines[-1]
+    assert not (ws / ".waaah").exists()  # nothing was started or logged
+
+
+def test_a_bad_default_agent_variable_is_named(ws: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "WAAAH_DEFAULT_AGENT": "nope"}
+    done = subprocess.run([WAAAH, "run", "hi"], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--agent' (env var: 'WAAAH_DEFAULT_AGENT'): "
+        "'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'"
+    )
+
+
+@pytest.mark.parametrize(
     ("args", "stdin", "code", "message"),
     [
-        (("hi", "--agent", "nope"), "", 2, "unknown agent 'nope'; choose one of:"),
-        (("hi", "--agent", "simulated"), "", 2, "simulated has no headless mode"),
-        (("hi", "--agent", "gemini", "--fallback", "claude,nope"), "", 2, "unknown agent 'nope'"),
         ((), "   \n", 2, "the prompt is empty"),
-        (("hi", "--format", "yaml"), "", 2, "unknown format 'yaml'; choose json, text or llm"),
-        (("hi", "--timeout", "0"), "", 2, "--timeout must be more than 0 seconds"),
         (("hi", "--context", "missing.md"), "", 2, "cannot read the context file missing.md"),
         (("hi", "--session", "abc"), "", 7, "unknown session id 'abc'"),
         (("hi", "--parent", "abc"), "", 7, "unknown parent id 'abc'"),

@@ -71,6 +71,12 @@ _INPUT = re.compile(
     r"prompt is too long|input is too long|context (?:length|window) exceeded|invalid_request_error|"
     r"not enough arguments|missing required argument"
 )
+#: A CLI's own usage error: a line that names an argument it rejected while parsing its command line.
+_REJECTED = re.compile(
+    r"(?im)^.*\b(?:unknown|unexpected|unrecognized|unrecognised) (?:option|argument|flag|arguments)\b.*$"
+)
+#: A usage text (printed by a CLI that rejected its arguments, with or without an error line).
+_USAGE = re.compile(r"(?im)^(?:usage:|options:|positionals:)")
 _TRANSIENT = re.compile(
     r"(?i)overloaded|server[- ]side issue|internal (?:server )?error|service unavailable|bad gateway|"
     r"gateway timeout|econnreset|econnrefused|etimedout|socket hang up|fetch failed|network error|"
@@ -103,13 +109,22 @@ def classify(
     cli_error = summary.error.strip()
     if exit_code == 0 and not cli_error:
         return None
-    tail = _tail(stderr)
-    evidence = f"{cli_error}\n{tail}"
+    head, tail = _head(stderr), _tail(stderr)
+    evidence = f"{cli_error}\n{head}\n{tail}"
     status = summary.error_status
     message = _first_line(cli_error) or _first_line(tail) or f"the CLI exited with code {exit_code}"
 
     def failure(kind: ErrorType, reset: datetime | None = None) -> Failure:
         return Failure(kind, message, RECOVERABLE.get(kind, False), exit_code, reset)
+
+    if exit_code not in (0, None) and not cli_error:
+        # The CLI refused its command line (an argument passed after `--`) before doing anything.
+        rejected = _REJECTED.search(head)
+        if rejected:
+            return Failure(INVALID_INPUT, _line(rejected.group(0)), False, exit_code)
+        if _USAGE.search(head):
+            message = f"the CLI rejected its arguments and printed its usage ({_first_line(head)})"
+            return failure(INVALID_INPUT)
 
     kind = summary.error_kind.lower()
     if (
@@ -136,16 +151,37 @@ def classify(
     return failure(CRASH)
 
 
+def _head(stderr: str, limit: int = 4000) -> str:
+    """The first ``limit`` characters of stderr, in whole lines (a CLI's usage error comes first)."""
+    if len(stderr) <= limit:
+        return stderr
+    cut = stderr[:limit]
+    return cut[: cut.rfind("\n") + 1] or cut
+
+
 def _tail(stderr: str, limit: int = 4000) -> str:
-    return stderr[-limit:]
+    """The last ``limit`` characters of stderr, in whole lines (an error at the end of a long log)."""
+    if len(stderr) <= limit:
+        return stderr
+    cut = stderr[-limit:]
+    newline = cut.find("\n")
+    return cut[newline + 1 :] if newline >= 0 else cut
 
 
 def _first_line(text: str) -> str:
     for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line[:300]
+        if line.strip():
+            return _line(line)
     return ""
+
+
+def _line(line: str, limit: int = 300) -> str:
+    """One line of a CLI's output for a message: whole, or cut at a word with an ellipsis."""
+    line = line.strip()
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
+    return cut.rstrip() + " ..."
 
 
 def _signal_text(code: int) -> str:

@@ -21,6 +21,7 @@ session inbox.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import stat
@@ -186,7 +187,11 @@ def choose_server(
     existing: mcpconf.ExistingEntry | None,
     interactive: bool,
     ask: object,
+    ask_secret: Callable[[str], str] | None = None,
 ) -> ServerChoice:
+    """The server and key: flags, else the environment, else the CLI's existing entry, else asked
+    on a terminal (``ask`` for the address; the key through ``ask_secret``, default
+    :func:`getpass.getpass`, which does not echo it)."""
     key = settings.api_key(flag_key, env)
     given = settings.server_url(flag_url, env)
     if given is not None:
@@ -200,7 +205,8 @@ def choose_server(
         )
     default = settings.DEFAULT_SERVER_URL
     url = str(ask(f"WAAAH server address [{default}]: ")).strip() or default  # type: ignore[operator]
-    key = key or str(ask("WAAAH API key (optional, Enter for none): ")).strip() or None  # type: ignore[operator]
+    hidden = ask_secret or getpass.getpass
+    key = key or hidden("WAAAH API key (optional, not shown, Enter for none): ").strip() or None
     return ServerChoice(url, key, "asked")
 
 
