@@ -6,13 +6,12 @@ import fcntl
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from waaah_agent.runtime import reaper
 from waaah_agent.runtime.safe_read import read_tail
-from waaah_agent.runtime.store import SessionState, SessionStore
+from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.workspace import git_root
 
 
@@ -119,9 +118,9 @@ def leftover_line(session_id: str, records: list[dict[str, Any]]) -> str:
 
 
 def _when(ts: Any) -> str:
-    if not isinstance(ts, (int, float)):
-        return ""
-    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    """An event's time for people (to the second); old files' epoch floats read too."""
+    when = event_time(ts)
+    return when.isoformat(timespec="seconds") if when is not None else ""
 
 
 def _describe(event: dict[str, Any]) -> str:
