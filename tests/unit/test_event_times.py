@@ -23,9 +23,10 @@ def test_events_are_stamped_with_iso_milliseconds_and_offset(tmp_path: Path) -> 
 
 def test_old_float_and_new_iso_times_both_read() -> None:
     assert event_epoch(1700000000.25) == 1700000000.25
-    assert event_epoch("2026-11-22T01:02:03.456+01:00") == datetime.fromisoformat(
-        "2026-11-22T00:02:03.456+00:00"
-    ).timestamp()
+    assert (
+        event_epoch("2026-11-22T01:02:03.456+01:00")
+        == datetime.fromisoformat("2026-11-22T00:02:03.456+00:00").timestamp()
+    )
     naive = event_time("2026-11-22T01:02:03.456")  # no offset: taken as local time
     assert naive is not None and naive.tzinfo is not None
     for bad in (None, True, "noon", float("nan"), 10**400, [], {}):

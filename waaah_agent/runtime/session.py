@@ -34,6 +34,7 @@ from waaah_agent.core.lifecycle import (
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.core.tokens import Usage, file_totals, record_file
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
@@ -548,7 +549,8 @@ class Run:
         return first
 
     def update_tokens(self) -> None:
-        """Token totals from the CLI's own transcript (never from the screen)."""
+        """Token totals from the CLI's own transcript (never from the screen), kept per
+        transcript file and summed, so a resume or a restart adds to the night's totals."""
         counter = self.adapter.tokens() if self.adapter.tokens is not None else None
         path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
         if counter is None or path is None:
@@ -559,10 +561,20 @@ class Run:
         except OSError as err:
             self.logs.notice(f"could not read the transcript {path}: {err}")
             return
-        self.state.tokens = {"input": usage.input, "output": usage.output, "cached": usage.cached}
+        tally_tokens(self.state, str(path), usage)
         self.session.save(self.state)
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
+
+
+def tally_tokens(state: SessionState, path: str, usage: Usage) -> None:
+    """Set ``path``'s totals (read again from the whole file) and the session's sum."""
+    files = state.token_files
+    if not files and any(state.tokens.values()):
+        # Saved before totals were kept per file: they came from this session's transcript.
+        files = {path: dict(state.tokens)}
+    state.token_files = record_file(files, path, usage)
+    state.tokens = file_totals(state.token_files)
 
 
 def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -> None:
