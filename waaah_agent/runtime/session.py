@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
@@ -46,7 +47,7 @@ from waaah_agent.errors import (
 from waaah_agent.runtime import mcp_setup, reaper, report
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
-from waaah_agent.runtime.ending import Console, announce_and_wait, finish, tokens_line
+from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
@@ -327,9 +328,19 @@ def open_session(
         native_session_id=str(uuid.uuid4()),
         agent_id=agent_id_for(workflow.name, adapter.name, workspace),
         created=now_iso(),
+        first_prompt=opening_line(workflow.text),
     )
     first_save(session, state)
     return session, state, False
+
+
+def opening_line(text: str) -> str:
+    """The workflow's first line of words (a heading's text), for `waaah sessions`."""
+    for line in text.splitlines():
+        words = line.strip().lstrip("#").strip()
+        if words and words != "---":
+            return words[:100]
+    return ""
 
 
 def open_dir(store: SessionStore, sid: str) -> SessionDir:
@@ -396,6 +407,7 @@ def supervise(
         )
         watch.last_health = plan.health
         watch.start()
+    keep_record(session, state, console)
     restarts = Restarts(opts.backoff)
     run = Run(opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox)
     try:
@@ -425,7 +437,33 @@ def supervise(
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
+    state.ended = now_iso()
+    state.end_reason = f"{outcome.reason.value}: {outcome.detail}" if outcome.detail else outcome.reason.value
     return finish(outcome, adapter, state, session, console)
+
+
+def keep_record(session: SessionDir, state: SessionState, console: Console) -> None:
+    """The session's counters follow its events (cheap to read back in `waaah sessions`), and
+    headless each event a person reads is one line (``[waaah] <time> <event>: <detail>``)."""
+
+    def count(event: dict[str, Any]) -> None:
+        name = event.get("event")
+        if name == "nudge":
+            state.nudges += 1
+            session.save(state)
+        elif name == "mcp-tool_end" and event.get("outcome") == "task" and not state.first_task:
+            state.first_task = str(event.get("task_id") or "a task")
+            session.save(state)
+
+    session.observers.append(count)
+    if not console.interactive:
+
+        def say(event: dict[str, Any]) -> None:
+            line = headless_line(event)
+            if line is not None:
+                console.say(line)
+
+        session.observers.append(say)
 
 
 @dataclass
@@ -459,15 +497,20 @@ class Run:
         state.processes = tracker.records
         state.argv = [redactor(a) for a in argv]
         state.status, state.exit_code = SessionStatus.RUNNING.value, None
+        state.ended, state.end_reason = "", ""
         state.log_path, state.cast_path = str(self.logs.text_path), str(self.logs.cast_path)
         state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
         self.session.save(state)
-        self.session.event("start", argv=state.argv, pid=child.pid, resumed=resumed, native_resume=native)
+        self.session.event(
+            "start",
+            argv=state.argv,
+            pid=child.pid,
+            resumed=resumed,
+            native_resume=native,
+            session=state.id,
+            log=str(self.logs.text_path),
+        )
         self.logs.notice(f"started {shlex.join(state.argv)} (pid {child.pid}) in {workspace}")
-        if not self.console.interactive:
-            self.console.say(
-                f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {self.logs.text_path}"
-            )
         machine = Machine(
             MachineConfig(
                 agent=adapter.name,
@@ -493,7 +536,8 @@ class Run:
             self.logs,
             stdin_fd=sys.stdin.fileno(),
             stdout_fd=sys.stdout.fileno(),
-            notify=self.console.say,
+            # Headless, what the machine says is an event it records, printed as one (keep_record).
+            notify=self.console.say if self.console.interactive else lambda text: None,
             mailbox=self.mailbox,
             inbox=self.inbox,
             tend=lambda: self.tend(tracker),
