@@ -51,8 +51,10 @@ def agent(
         bool,
         typer.Option(
             "--resume",
-            help="Carry on the newest session of this workspace and agent (same conversation, "
-            "through the CLI's own resume). Example: waaah agent --start=claude --resume",
+            help="Carry on a session of this workspace and agent: the one named (--resume ID, "
+            "as `waaah sessions` lists it), else the newest (same conversation, through the CLI's "
+            "own resume), with the options it was started with unless given again. "
+            "Example: waaah agent --start=claude --resume",
         ),
     ] = False,
     workspace: Annotated[
@@ -120,6 +122,11 @@ def agent(
     from waaah_agent.core.policy import PolicyConfig
     from waaah_agent.runtime.session import AgentOptions, default_console, environment, run_agent
 
+    resume_id = _resume_id(sys.argv[1:]) if resume else ""
+    extra = [a for a in ctx.args if a != "--"]
+    if resume_id in extra:
+        extra.remove(resume_id)
+
     def go() -> int:
         env = environment()
         from_env = settings.agent_env(env)
@@ -127,8 +134,13 @@ def agent(
             start=start,
             workflow=workflow,
             resume=resume,
+            resume_id=resume_id,
+            given=frozenset(
+                n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
+            )
+            | ({"extra_args"} if extra else set()),
             workspace=workspace,
-            extra_args=[a for a in ctx.args if a != "--"],
+            extra_args=extra,
             stop_grace=stop_grace,
             server=server,
             api_key=api_key,
@@ -148,6 +160,16 @@ def agent(
         return run_agent(options, env, default_console())
 
     _exit(go)
+
+
+def _resume_id(argv: list[str]) -> str:
+    """The session ``--resume ID`` names ("" for the newest): the flag takes no value, so the
+    word after it (before any ``--``, not an option) is the id."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if "--resume" not in words:
+        return ""
+    at = words.index("--resume") + 1
+    return words[at] if at < len(words) and not words[at].startswith("-") else ""
 
 
 @app.command()

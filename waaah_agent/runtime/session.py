@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,10 @@ class AgentOptions:
     start: str
     workflow: str = settings.DEFAULT_WORKFLOW
     resume: bool = False
+    resume_id: str = ""  # the session --resume names ("" for the newest)
+    # The options given on the command line (parameter names): on --resume they win over the
+    # ones the session was started with; the others are taken from session.json.
+    given: frozenset[str] = frozenset()
     workspace: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     stop_grace: float = settings.STOP_GRACE
@@ -90,20 +94,24 @@ class AgentOptions:
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
     adapter = pick_adapter(opts.start)
     workspace = resolve_workspace(opts.workspace or Path.cwd(), console)
+    waaah_dir = workspace / ".waaah"
+    store = SessionStore(waaah_dir / "sessions")
+    if opts.resume:
+        opts = kept_options(
+            replace(opts, resume_id=session_to_resume(store, opts, adapter, workspace)), store, console
+        )
+        refuse_other_workspace(store, opts.resume_id, workspace)
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
     child_env = agent_env(adapter, env)
     if adapter.needs_login(child_env):
         raise LoginRequired(login_message(adapter))
-    waaah_dir = workspace / ".waaah"
-    store = SessionStore(waaah_dir / "sessions")
-    if opts.resume:
-        refuse_other_workspace(store, adapter, workspace)
     claim = claim_agent(waaah_dir, adapter, workflow, workspace)
     try:
         session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
         session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
         session.redact.add(opts.api_key)
+        state.options = options_record(opts, workflow, session.redact)
         claim.note(state.id)
         # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
         child_env[settings.PARENT_ID] = state.id
@@ -153,12 +161,114 @@ def claim_agent(waaah_dir: Path, adapter: Adapter, workflow: Workflow, workspace
     return claim
 
 
-def refuse_other_workspace(store: SessionStore, adapter: Adapter, workspace: Path) -> None:
+def session_to_resume(store: SessionStore, opts: AgentOptions, adapter: Adapter, workspace: Path) -> str:
+    """The session ``--resume [ID]`` means: the one named, else the newest of this agent."""
+    sid = opts.resume_id
+    if not sid:
+        newest = store.newest(adapter.name)
+        if newest is None:
+            raise SessionNotFound(
+                f"no {adapter.name} session to resume in {workspace}; start one without --resume"
+            )
+        return newest
+    if Path(sid).name != sid or sid.startswith(".") or not (store.root / sid / "session.json").is_file():
+        raise SessionNotFound(
+            f"no session {sid} in {store.root}; `waaah sessions` lists them (or --resume alone: the newest)"
+        )
+    if not sid.startswith(f"{adapter.name}-"):
+        agent = sid.split("-", 1)[0]
+        raise UsageError(f"session {sid} is not a {adapter.name} session; resume it with --start={agent}")
+    return sid
+
+
+#: What a session keeps of its options for --resume (the AgentOptions or PolicyConfig field).
+KEPT = (
+    "workflow",
+    "heartbeat",
+    "stall_timeout",
+    "restart_budget",
+    "no_nudge",
+    "no_mcp",
+    "server",
+    "extra_args",
+)
+
+
+def options_record(opts: AgentOptions, workflow: Workflow, redact: Redactor) -> dict[str, Any]:
+    """The options to keep in session.json: never the API key; CLI arguments that hold a secret
+    are left out (masked, they would not work on resume) and that is said on resume."""
+    secret = any(redact(a) != a for a in opts.extra_args)
+    record: dict[str, Any] = {
+        "workflow": workflow.name,
+        "restart_budget": opts.backoff.budget,
+        "no_nudge": opts.policy is None,
+        "no_mcp": opts.no_mcp,
+        "server": opts.server,
+        "extra_args": [] if secret else list(opts.extra_args),
+    }
+    if secret:
+        record["extra_args_withheld"] = True
+    if opts.policy is not None:
+        record |= {"heartbeat": opts.policy.heartbeat, "stall_timeout": opts.policy.stall_timeout}
+    return record
+
+
+def kept_options(opts: AgentOptions, store: SessionStore, console: Console) -> AgentOptions:
+    """``opts`` for resuming ``opts.resume_id``: what the session was started with, except the
+    options given on this command line. A session that cannot be read keeps ``opts`` (it is
+    moved aside and a fresh one starts)."""
+    try:
+        state = store.open_existing(opts.resume_id).load()
+    except (OSError, CorruptSession):
+        return opts
+    kept, given = state.options, opts.given
+
+    def take(name: str, kind: type | tuple[type, ...]) -> bool:
+        """Whether the kept ``name`` applies: not given again, and of its type."""
+        value = kept.get(name)
+        if name in given or value is None:
+            return False
+        if kind is bool:
+            return isinstance(value, bool)
+        return isinstance(value, kind) and not isinstance(value, bool)
+
+    changes: dict[str, Any] = {}
+    if "workflow" not in given:
+        changes["workflow"] = (
+            kept["workflow"] if take("workflow", str) and kept["workflow"] else state.workflow
+        )
+    if take("server", str):
+        changes["server"] = kept["server"]
+    if take("no_mcp", bool):
+        changes["no_mcp"] = kept["no_mcp"]
+    if "extra_args" not in given:
+        args = kept.get("extra_args")
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            changes["extra_args"] = list(args)
+        if kept.get("extra_args_withheld"):
+            console.say(
+                "warning: the CLI arguments after -- of this session held a secret and were not kept; "
+                "give them again after --"
+            )
+    if take("restart_budget", int) and kept["restart_budget"] >= 0:
+        changes["backoff"] = replace(opts.backoff, budget=kept["restart_budget"])
+    wants_policy = bool({"heartbeat", "stall_timeout"} & given)
+    if "no_nudge" not in given and kept.get("no_nudge") is True and not wants_policy:
+        changes["policy"] = None
+    elif opts.policy is not None:
+        policy = opts.policy
+        if take("heartbeat", (int, float)) and kept["heartbeat"] > 0:
+            policy = replace(policy, heartbeat=float(kept["heartbeat"]))
+        if take("stall_timeout", (int, float)) and kept["stall_timeout"] > 0:
+            stall = float(kept["stall_timeout"])
+            policy = replace(policy, stall_timeout=stall, stall_grace=min(settings.STALL_GRACE, stall))
+        changes["policy"] = policy
+    return replace(opts, **changes)
+
+
+def refuse_other_workspace(store: SessionStore, sid: str, workspace: Path) -> None:
     """A session recorded for another folder (the repository moved or was renamed, or the
     ``workspace`` field was edited) is never resumed here: it would run the agent there."""
-    sid = store.newest(adapter.name)
-    if sid is None:
-        return
     try:
         recorded = store.open_existing(sid).load().workspace
     except (OSError, CorruptSession):
@@ -294,17 +404,14 @@ def open_session(
     workspace: Path,
     console: Console,
 ) -> tuple[SessionDir, SessionState, bool]:
-    """The session to drive, locked: the newest one on --resume, else a new one."""
+    """The session to drive, locked: the one --resume picked (``opts.resume_id``), else a new one."""
     if opts.resume:
-        sid = store.newest(adapter.name)
-        if sid is None:
-            raise SessionNotFound(
-                f"no {adapter.name} session to resume in {workspace}; start one without --resume"
-            )
+        sid = opts.resume_id
         session = open_dir(store, sid)
         try:
             state = session.load()
             state.workflow = workflow.name
+            state.first_prompt = state.first_prompt or opening_line(workflow.text)
             first_save(session, state)
             return session, state, True
         except (CorruptSession, FileNotFoundError) as err:
