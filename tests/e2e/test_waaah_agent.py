@@ -218,7 +218,12 @@ def assert_tokens_of_every_reply(ws, model) -> None:
     goes on in the same transcript file, so it is read again, never added twice."""
     st = state(ws)
     replies = len(model.main_requests())
-    assert st["tokens"]["output"] == 34 * replies, (st["tokens"], replies, st["token_files"])
+    # The last request may be cut off by the stop before its answer reaches the transcript.
+    assert 34 * (replies - 1) <= st["tokens"]["output"] <= 34 * replies, (
+        st["tokens"],
+        replies,
+        st["token_files"],
+    )
     assert len(st["token_files"]) == 1, st["token_files"]
 
 
