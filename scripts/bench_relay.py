@@ -342,10 +342,15 @@ def session_events(ws: Path) -> list[dict[str, Any]]:
     found = list((ws / ".waaah" / "sessions").glob("*/events.jsonl"))
     if not found:
         return []
+    from waaah_agent.runtime.store import event_epoch
+
     events = []
     for line in found[0].read_text().splitlines():
         with contextlib.suppress(ValueError):  # a line being written
-            events.append(json.loads(line))
+            event = json.loads(line)
+            # ISO times with milliseconds (older files: epoch floats): epoch seconds to subtract
+            event["ts"] = event_epoch(event.get("ts")) or 0.0
+            events.append(event)
     return events
 
 

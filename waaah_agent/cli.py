@@ -28,6 +28,7 @@ EXIT_TABLE = table(exit_codes(settings.RESTART_BUDGET, settings.RESTART_WINDOW),
 RUN_EXITS = table(RUN_EXIT_CODES, "; ")
 FORMATS = ("json", "text", "llm")
 CLI_ARGS = "waaah.cli_args"  # ctx.meta key: what came after `--`
+RESUME_ID = "waaah.resume_id"  # ctx.meta key: the session `--resume ID` names
 
 
 class PassThrough(TyperCommand):
@@ -41,6 +42,12 @@ class PassThrough(TyperCommand):
             args = args[:at]
         else:
             ctx.meta[CLI_ARGS] = []
+        # `--resume` is a flag that may name a session: the word after it (not an option) is the id.
+        if "--resume" in args and any(p.name == "resume" for p in self.params):
+            at = args.index("--resume") + 1
+            if at < len(args) and not args[at].startswith("-"):
+                ctx.meta[RESUME_ID] = args[at]
+                args = args[:at] + args[at + 1 :]
         return list(super().parse_args(ctx, args))
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
@@ -185,8 +192,10 @@ def agent(
         bool,
         typer.Option(
             "--resume",
-            help="Carry on the newest session of this workspace and agent (same conversation, "
-            "through the CLI's own resume). Example: waaah agent --start=claude --resume",
+            help="Carry on a session of this workspace and agent: the one named (--resume ID, "
+            "as `waaah sessions` lists it), else the newest (same conversation, through the CLI's "
+            "own resume), with the options it was started with unless given again. "
+            "Example: waaah agent --start=claude --resume",
         ),
     ] = False,
     workspace: Annotated[
@@ -273,6 +282,9 @@ def agent(
     from waaah_agent.core.policy import PolicyConfig
     from waaah_agent.runtime.session import AgentOptions, default_console, environment, run_agent
 
+    resume_id = str(ctx.meta.get(RESUME_ID, "")) if resume else ""
+    extra = _cli_args(ctx)
+
     def go() -> int:
         env = environment()
         from_env = settings.agent_env(env)
@@ -280,8 +292,13 @@ def agent(
             start=start,
             workflow=workflow,
             resume=resume,
+            resume_id=resume_id,
+            given=frozenset(
+                n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
+            )
+            | ({"extra_args"} if extra else set()),
             workspace=workspace,
-            extra_args=_cli_args(ctx),
+            extra_args=extra,
             stop_grace=stop_grace,
             server=server,
             api_key=api_key,

@@ -187,6 +187,7 @@ def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
         assert "LOOP-TURN-DONE" in history, "the resumed request carries the earlier conversation"
         assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
+        assert_tokens_of_every_reply(ws, model)
 
 
 def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
@@ -210,6 +211,21 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
         assert "LOOP-TURN-DONE" in history, "the request after the restart carries the earlier conversation"
         assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
+        assert_tokens_of_every_reply(ws, model)
+
+
+def assert_tokens_of_every_reply(ws, model) -> None:
+    """The totals count every reply of the night once, across resumes and restarts: the CLI
+    goes on in the same transcript file, so it is read again, never added twice."""
+    st = state(ws)
+    replies = len(model.main_requests())
+    # The last request may be cut off by the stop before its answer reaches the transcript.
+    assert 34 * (replies - 1) <= st["tokens"]["output"] <= 34 * replies, (
+        st["tokens"],
+        replies,
+        st["token_files"],
+    )
+    assert len(st["token_files"]) == 1, st["token_files"]
 
 
 def test_no_key_in_a_fresh_home_headless_says_how_to_log_in(cli, tmp_path):

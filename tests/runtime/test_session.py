@@ -32,6 +32,7 @@ from tests.runtime.helpers import (
     unchanged_for,
 )
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
+from waaah_agent.runtime.ending import headless_line
 from waaah_agent.runtime.logs import replay
 from waaah_agent.runtime.workspace import find_workflow
 
@@ -276,7 +277,17 @@ def test_headless_runs_without_a_terminal(workspace, fake_home):
             proc.kill()
     text = out.decode()
     assert proc.returncode == 0, text
-    assert "[waaah] simulated started" in text
+    assert re.search(r"^\[waaah\] \S+ start: pid \d+ \(fresh\); session simulated-", text, re.MULTILINE), text
+    # One line per event a person reads, in the order written, each once (README).
+    shown = [line for line in text.splitlines() if line.startswith("[waaah] ")]
+    expected = [line for line in map(headless_line, events(workspace)) if line is not None]
+    assert shown == expected, (shown, expected)
+    kinds = {line.split()[2] for line in shown}
+    assert {"start:", "state:", "delivery:", "stop:", "end:"} <= kinds, kinds
+    assert all(
+        re.match(r"^\[waaah\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d \S+: ", line)
+        for line in shown
+    )
     assert "\x1b[" not in text  # no TUI frames on a non-terminal stdout
     assert state(workspace)["status"] == "stopped"
     cast = json.loads(Path(state(workspace)["cast_path"]).read_text().splitlines()[0])

@@ -27,7 +27,7 @@ Either way ``input`` is every prompt token the model read (``cached`` of them fr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,3 +165,30 @@ def claude_usage(lines: Iterable[str]) -> Usage:
 def gemini_usage(lines: Iterable[str]) -> Usage:
     """Total token usage of a gemini session file (JSONL lines)."""
     return gemini_counter().feed(lines)
+
+
+def usage_dict(usage: Usage) -> dict[str, int]:
+    return {"input": usage.input, "output": usage.output, "cached": usage.cached}
+
+
+def record_file(files: Mapping[str, Mapping[str, int]], path: str, usage: Usage) -> dict[str, dict[str, int]]:
+    """``files`` (a session's totals per transcript file) with ``path`` read again as ``usage``.
+
+    A session's conversation may be in more than one file: gemini 0.61 and claude 2.1 append a
+    resumed conversation to the file it was in (the same path, read again: replaced, never
+    added), while a fresh start after a run that wrote nothing, or a CLI that starts a new file,
+    brings a new path, which adds. A count never goes down: tokens a file no longer shows (a
+    rewritten or vanished file) were spent all the same."""
+    out = {name: dict(counts) for name, counts in files.items()}
+    earlier = out.get(path, {})
+    out[path] = {k: max(int(earlier.get(k, 0)), v) for k, v in usage_dict(usage).items()}
+    return out
+
+
+def file_totals(files: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The session's totals: the sum over its transcript files."""
+    total = {"input": 0, "output": 0, "cached": 0}
+    for counts in files.values():
+        for key in total:
+            total[key] += int(counts.get(key, 0))
+    return total

@@ -9,9 +9,10 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
@@ -33,7 +34,67 @@ class Console:
     say: Callable[[str], None]
 
 
-def tokens_line(tokens: dict[str, int]) -> str:
+def _short(value: Any, size: int = 160) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+def _detail(e: dict[str, Any]) -> str | None:
+    """The short detail of an event a person reading a headless log wants, else None."""
+    name = e.get("event")
+    if name == "start":
+        how = "resumed" if e.get("native_resume") else "fresh"
+        return f"pid {e.get('pid')} ({how}); session {e.get('session')}; log {e.get('log')}"
+    if name == "state":
+        return f"{e.get('previous')} -> {e.get('state')}"
+    if name == "delivery":
+        phase = e.get("phase")
+        return f"{e.get('kind')} prompt {phase}" if phase in ("confirmed", "failed") else None
+    if name == "nudge":
+        return f"{e.get('kind')} prompt ({e.get('reason')})"
+    if name == "restart":
+        return f"after {e.get('after')}; in {e.get('delay')}s ({e.get('reason')})"
+    if name == "stall":
+        return f"{e.get('action')} after {e.get('minutes')} min busy with no change"
+    if name == "limit":
+        return f"usage limit until {e.get('until')}"
+    if name in ("limit-over", "limit-resume"):
+        return "the usage limit is over"
+    if name == "limit-ignored":
+        return f"a saved limit ({e.get('until')}) is {e.get('why')}"
+    if name in ("stop", "end"):
+        return ", ".join(str(e[k]) for k in ("reason", "detail", "exit") if e.get(k))
+    if name == "kill":
+        return f"SIGKILL after {e.get('after_seconds')}s"
+    if name == "server":
+        return f"{e.get('url')} {'reachable' if e.get('ok') else e.get('detail')}"
+    if name == "agent-status":
+        return f"{e.get('status')}"
+    if name == "tokens":
+        return tokens_line(e)
+    if name in ("leftovers", "descendants-ended"):
+        return f"pids {e.get('pids')}"
+    if name == "workflow-settled":
+        return f"delivered={e.get('delivered')} ({e.get('why')})"
+    if name == "secret-entry":
+        return "input hidden" if e.get("shown") else "input shown again"
+    if name == "mcp-tool_end" and e.get("outcome") in ("task", "evict", "error"):
+        extra = e.get("task_id") or e.get("evict_action") or e.get("error") or ""
+        return f"{e.get('tool')} {e.get('outcome')} {extra}".rstrip()
+    return None
+
+
+def headless_line(event: dict[str, Any]) -> str | None:
+    """One line for a person reading a headless (nohup) log, or None for an event that is not
+    one (screen readings, hooks, every tool call): ``[waaah] <ISO time> <event>: <detail>``.
+    ``event`` is the record as written to events.jsonl, secrets already masked."""
+    detail = _detail(event)
+    if detail is None:
+        return None
+    return f"[waaah] {event.get('ts')} {event.get('event')}: {_short(detail)}"
+
+
+def tokens_line(tokens: Mapping[str, Any]) -> str:
     return f"input {tokens.get('input', 0):,}, output {tokens.get('output', 0):,}, cached {tokens.get('cached', 0):,}"
 
 
@@ -56,7 +117,8 @@ def announce_and_wait(
     logs.notice(message)
     if console.interactive:  # also in the terminal title, where a glance at the tmux pane finds it
         console.say(f"\x1b]0;waaah: restarting {adapter.name} ({state.restarts} so far)\x07")
-    console.say(f"\r[waaah] {message}; Ctrl+C to stop" if console.interactive else f"[waaah] {message}")
+    if console.interactive:  # headless, the restart event is the line (headless_line)
+        console.say(f"\r[waaah] {message}; Ctrl+C to stop")
     return wait_interruptibly(decision.delay, sys.stdin.fileno() if console.interactive else None)
 
 

@@ -6,13 +6,12 @@ import fcntl
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from waaah_agent.runtime import reaper
 from waaah_agent.runtime.safe_read import read_tail
-from waaah_agent.runtime.store import SessionState, SessionStore
+from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.workspace import git_root
 
 
@@ -33,6 +32,12 @@ class SessionReport:
     limit_until: str  # a usage limit being waited out, if any
     next_heartbeat: str
     leftovers: list[dict[str, Any]]  # processes it started that outlived its killed supervisor
+    created: str = ""
+    ended: str = ""
+    end_reason: str = ""
+    nudges: int = 0
+    first_prompt: str = ""
+    first_task: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,6 +104,12 @@ def reports(workspace: Path) -> list[SessionReport]:
                 limit_until=state.limit_until,
                 next_heartbeat=state.next_heartbeat if live else "",
                 leftovers=leftovers_of(state, live),
+                created=state.created,
+                ended="" if live else state.ended,
+                end_reason="" if live else state.end_reason,
+                nudges=state.nudges,
+                first_prompt=state.first_prompt,
+                first_task=state.first_task,
             )
         )
     return sorted(found, key=lambda r: r.last_activity, reverse=True)
@@ -119,9 +130,9 @@ def leftover_line(session_id: str, records: list[dict[str, Any]]) -> str:
 
 
 def _when(ts: Any) -> str:
-    if not isinstance(ts, (int, float)):
-        return ""
-    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    """An event's time for people (to the second); old files' epoch floats read too."""
+    when = event_time(ts)
+    return when.isoformat(timespec="seconds") if when is not None else ""
 
 
 def _describe(event: dict[str, Any]) -> str:
@@ -152,7 +163,8 @@ def detail(r: SessionReport) -> str:
             f"session      {r.id} ({'live' if r.live else 'not running'})",
             f"agent        {r.agent} (its own session id {r.native_session_id})",
             f"status       {r.status}; screen state {r.agent_state}",
-            f"restarts     {r.restarts}",
+            f"started      {r.created}" + (f"; ended {r.ended} ({r.end_reason})" if r.ended else ""),
+            f"restarts     {r.restarts}; nudges {r.nudges}",
             *([f"usage limit  waiting until {r.limit_until}"] if r.limit_until else []),
             *([f"heartbeat    next at {r.next_heartbeat} if it stays idle"] if r.next_heartbeat else []),
             f"tokens       input {r.tokens.get('input', 0):,}, output {r.tokens.get('output', 0):,}, "

@@ -290,6 +290,9 @@ class Node:
     parent_id: str = ""
     aliases: tuple[str, ...] = ()
     children: list[Node] = field(default_factory=list)
+    # A supervised session's night at a glance: started, ended, duration_s, end_reason,
+    # restarts, nudges, first_task (what `waaah sessions` prints on its second line).
+    night: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -301,6 +304,7 @@ class Node:
             "tokens": self.tokens,
             "day": self.day,
             "parent_id": self.parent_id or None,
+            **self.night,
             "children": [c.to_json() for c in self.children],
         }
 
@@ -308,18 +312,19 @@ class Node:
 def nodes(workspace: Path) -> list[Node]:
     found: list[Node] = []
     for r in report.reports(workspace):
-        started = _epoch(r.last_activity)
+        started = _epoch(r.created) or _epoch(r.last_activity)
         found.append(
             Node(
                 id=r.id,
                 kind="session",
                 agent=r.agent,
                 status=f"{r.status}{' (live)' if r.live else ''}",
-                first_prompt=f"supervised: {r.workflow}" if r.workflow else "supervised session",
+                first_prompt=f"{r.workflow}: {r.first_prompt}" if r.first_prompt else r.workflow,
                 tokens={k: int(r.tokens.get(k, 0)) for k in ("input", "output", "cached")},
                 day=datetime.fromtimestamp(started).strftime("%Y-%m-%d") if started else "",
                 started=started,
                 aliases=(r.native_session_id,) if r.native_session_id else (),
+                night=_night(r, started),
             )
         )
     for run in all_runs(workspace):
@@ -338,6 +343,52 @@ def nodes(workspace: Path) -> list[Node]:
             )
         )
     return found
+
+
+def _night(r: report.SessionReport, started: float) -> dict[str, Any]:
+    ended = _epoch(r.ended)
+    until = ended or (_epoch(r.last_activity) if r.live else 0.0)
+    return {
+        "started": r.created,
+        "ended": r.ended,
+        "duration_s": round(until - started) if started and until >= started else None,
+        "end_reason": r.end_reason,
+        "restarts": r.restarts,
+        "nudges": r.nudges,
+        "first_task": r.first_task,
+    }
+
+
+def _clock(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).strftime("%m-%d %H:%M")
+    except ValueError:
+        return "?"
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int):
+        return "?"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def night_line(node: Node) -> str:
+    """start -> end (duration), why it ended, restarts, nudges, first task."""
+    n = node.night
+    end = _clock(n["ended"]) if n.get("ended") else ("now" if "(live)" in node.status else "?")
+    how = (
+        f"ended: {n['end_reason']}" if n.get("end_reason") else ("running" if end == "now" else "end unknown")
+    )
+    parts = [
+        f"{_clock(n.get('started') or '')} -> {end} ({_duration(n.get('duration_s'))})",
+        how,
+        f"restarts {n.get('restarts', 0)}",
+        f"nudges {n.get('nudges', 0)}",
+    ]
+    if n.get("first_task"):
+        parts.append(f"first task {n['first_task']}")
+    return "; ".join(parts)
 
 
 def known_id(workspace: Path, wanted: str) -> bool:
@@ -384,6 +435,8 @@ def _render(node: Node, indent: str, branch: str, lines: list[str]) -> None:
         f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}  tokens {tokens}  {prompt}".rstrip()
     )
     child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
+    if node.night:
+        lines.append(f"{child_indent}{'│  ' if node.children else '   '}{night_line(node)}")
     for i, child in enumerate(node.children):
         _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines)
 

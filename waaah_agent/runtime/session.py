@@ -16,9 +16,10 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
@@ -33,6 +34,7 @@ from waaah_agent.core.lifecycle import (
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.core.tokens import Usage, file_totals, record_file
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
@@ -44,7 +46,7 @@ from waaah_agent.errors import (
 from waaah_agent.runtime import clis, mcp_setup, reaper, report
 from waaah_agent.runtime.background import Mailbox, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
-from waaah_agent.runtime.ending import Console, announce_and_wait, finish, tokens_line
+from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
@@ -71,6 +73,10 @@ class AgentOptions:
     start: str
     workflow: str = settings.DEFAULT_WORKFLOW
     resume: bool = False
+    resume_id: str = ""  # the session --resume names ("" for the newest)
+    # The options given on the command line (parameter names): on --resume they win over the
+    # ones the session was started with; the others are taken from session.json.
+    given: frozenset[str] = frozenset()
     workspace: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     stop_grace: float = settings.STOP_GRACE
@@ -87,21 +93,25 @@ class AgentOptions:
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
     adapter = pick_adapter(opts.start)
     workspace = resolve_workspace(opts.workspace or Path.cwd(), console)
+    waaah_dir = workspace / ".waaah"
+    store = SessionStore(waaah_dir / "sessions")
+    if opts.resume:
+        opts = kept_options(
+            replace(opts, resume_id=session_to_resume(store, opts, adapter, workspace)), store, console
+        )
+        refuse_other_workspace(store, opts.resume_id, workspace)
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
     child_env = agent_env(adapter, env)
     if adapter.needs_login(child_env) and not console.interactive:
         # On a terminal the CLI's own login screen is the user's to answer (waaah waits).
         raise LoginRequired(login_message(adapter, env))
-    waaah_dir = workspace / ".waaah"
-    store = SessionStore(waaah_dir / "sessions")
-    if opts.resume:
-        refuse_other_workspace(store, adapter, workspace)
     claim = claim_agent(waaah_dir, adapter, workflow, workspace)
     try:
         session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
         session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
         session.redact.add(opts.api_key)
+        state.options = options_record(opts, workflow, session.redact)
         claim.note(state.id)
         # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
         child_env[settings.PARENT_ID] = state.id
@@ -151,12 +161,114 @@ def claim_agent(waaah_dir: Path, adapter: Adapter, workflow: Workflow, workspace
     return claim
 
 
-def refuse_other_workspace(store: SessionStore, adapter: Adapter, workspace: Path) -> None:
+def session_to_resume(store: SessionStore, opts: AgentOptions, adapter: Adapter, workspace: Path) -> str:
+    """The session ``--resume [ID]`` means: the one named, else the newest of this agent."""
+    sid = opts.resume_id
+    if not sid:
+        newest = store.newest(adapter.name)
+        if newest is None:
+            raise SessionNotFound(
+                f"no {adapter.name} session to resume in {workspace}; start one without --resume"
+            )
+        return newest
+    if Path(sid).name != sid or sid.startswith(".") or not (store.root / sid / "session.json").is_file():
+        raise SessionNotFound(
+            f"no session {sid} in {store.root}; `waaah sessions` lists them (or --resume alone: the newest)"
+        )
+    if not sid.startswith(f"{adapter.name}-"):
+        agent = sid.split("-", 1)[0]
+        raise UsageError(f"session {sid} is not a {adapter.name} session; resume it with --start={agent}")
+    return sid
+
+
+#: What a session keeps of its options for --resume (the AgentOptions or PolicyConfig field).
+KEPT = (
+    "workflow",
+    "heartbeat",
+    "stall_timeout",
+    "restart_budget",
+    "no_nudge",
+    "no_mcp",
+    "server",
+    "extra_args",
+)
+
+
+def options_record(opts: AgentOptions, workflow: Workflow, redact: Redactor) -> dict[str, Any]:
+    """The options to keep in session.json: never the API key; CLI arguments that hold a secret
+    are left out (masked, they would not work on resume) and that is said on resume."""
+    secret = any(redact(a) != a for a in opts.extra_args)
+    record: dict[str, Any] = {
+        "workflow": workflow.name,
+        "restart_budget": opts.backoff.budget,
+        "no_nudge": opts.policy is None,
+        "no_mcp": opts.no_mcp,
+        "server": opts.server,
+        "extra_args": [] if secret else list(opts.extra_args),
+    }
+    if secret:
+        record["extra_args_withheld"] = True
+    if opts.policy is not None:
+        record |= {"heartbeat": opts.policy.heartbeat, "stall_timeout": opts.policy.stall_timeout}
+    return record
+
+
+def kept_options(opts: AgentOptions, store: SessionStore, console: Console) -> AgentOptions:
+    """``opts`` for resuming ``opts.resume_id``: what the session was started with, except the
+    options given on this command line. A session that cannot be read keeps ``opts`` (it is
+    moved aside and a fresh one starts)."""
+    try:
+        state = store.open_existing(opts.resume_id).load()
+    except (OSError, CorruptSession):
+        return opts
+    kept, given = state.options, opts.given
+
+    def take(name: str, kind: type | tuple[type, ...]) -> bool:
+        """Whether the kept ``name`` applies: not given again, and of its type."""
+        value = kept.get(name)
+        if name in given or value is None:
+            return False
+        if kind is bool:
+            return isinstance(value, bool)
+        return isinstance(value, kind) and not isinstance(value, bool)
+
+    changes: dict[str, Any] = {}
+    if "workflow" not in given:
+        changes["workflow"] = (
+            kept["workflow"] if take("workflow", str) and kept["workflow"] else state.workflow
+        )
+    if take("server", str):
+        changes["server"] = kept["server"]
+    if take("no_mcp", bool):
+        changes["no_mcp"] = kept["no_mcp"]
+    if "extra_args" not in given:
+        args = kept.get("extra_args")
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            changes["extra_args"] = list(args)
+        if kept.get("extra_args_withheld"):
+            console.say(
+                "warning: the CLI arguments after -- of this session held a secret and were not kept; "
+                "give them again after --"
+            )
+    if take("restart_budget", int) and kept["restart_budget"] >= 0:
+        changes["backoff"] = replace(opts.backoff, budget=kept["restart_budget"])
+    wants_policy = bool({"heartbeat", "stall_timeout"} & given)
+    if "no_nudge" not in given and kept.get("no_nudge") is True and not wants_policy:
+        changes["policy"] = None
+    elif opts.policy is not None:
+        policy = opts.policy
+        if take("heartbeat", (int, float)) and kept["heartbeat"] > 0:
+            policy = replace(policy, heartbeat=float(kept["heartbeat"]))
+        if take("stall_timeout", (int, float)) and kept["stall_timeout"] > 0:
+            stall = float(kept["stall_timeout"])
+            policy = replace(policy, stall_timeout=stall, stall_grace=min(settings.STALL_GRACE, stall))
+        changes["policy"] = policy
+    return replace(opts, **changes)
+
+
+def refuse_other_workspace(store: SessionStore, sid: str, workspace: Path) -> None:
     """A session recorded for another folder (the repository moved or was renamed, or the
     ``workspace`` field was edited) is never resumed here: it would run the agent there."""
-    sid = store.newest(adapter.name)
-    if sid is None:
-        return
     try:
         recorded = store.open_existing(sid).load().workspace
     except (OSError, CorruptSession):
@@ -293,17 +405,14 @@ def open_session(
     workspace: Path,
     console: Console,
 ) -> tuple[SessionDir, SessionState, bool]:
-    """The session to drive, locked: the newest one on --resume, else a new one."""
+    """The session to drive, locked: the one --resume picked (``opts.resume_id``), else a new one."""
     if opts.resume:
-        sid = store.newest(adapter.name)
-        if sid is None:
-            raise SessionNotFound(
-                f"no {adapter.name} session to resume in {workspace}; start one without --resume"
-            )
+        sid = opts.resume_id
         session = open_dir(store, sid)
         try:
             state = session.load()
             state.workflow = workflow.name
+            state.first_prompt = state.first_prompt or opening_line(workflow.text)
             first_save(session, state)
             return session, state, True
         except (CorruptSession, FileNotFoundError) as err:
@@ -327,9 +436,19 @@ def open_session(
         native_session_id=str(uuid.uuid4()),
         agent_id=agent_id_for(workflow.name, adapter.name, workspace),
         created=now_iso(),
+        first_prompt=opening_line(workflow.text),
     )
     first_save(session, state)
     return session, state, False
+
+
+def opening_line(text: str) -> str:
+    """The workflow's first line of words (a heading's text), for `waaah sessions`."""
+    for line in text.splitlines():
+        words = line.strip().lstrip("#").strip()
+        if words and words != "---":
+            return words[:100]
+    return ""
 
 
 def open_dir(store: SessionStore, sid: str) -> SessionDir:
@@ -396,6 +515,7 @@ def supervise(
         )
         watch.last_health = plan.health
         watch.start()
+    keep_record(session, state, console)
     restarts = Restarts(opts.backoff)
     run = Run(opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox)
     try:
@@ -425,7 +545,33 @@ def supervise(
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
+    state.ended = now_iso()
+    state.end_reason = f"{outcome.reason.value}: {outcome.detail}" if outcome.detail else outcome.reason.value
     return finish(outcome, adapter, state, session, console)
+
+
+def keep_record(session: SessionDir, state: SessionState, console: Console) -> None:
+    """The session's counters follow its events (cheap to read back in `waaah sessions`), and
+    headless each event a person reads is one line (``[waaah] <time> <event>: <detail>``)."""
+
+    def count(event: dict[str, Any]) -> None:
+        name = event.get("event")
+        if name == "nudge":
+            state.nudges += 1
+            session.save(state)
+        elif name == "mcp-tool_end" and event.get("outcome") == "task" and not state.first_task:
+            state.first_task = str(event.get("task_id") or "a task")
+            session.save(state)
+
+    session.observers.append(count)
+    if not console.interactive:
+
+        def say(event: dict[str, Any]) -> None:
+            line = headless_line(event)
+            if line is not None:
+                console.say(line)
+
+        session.observers.append(say)
 
 
 @dataclass
@@ -459,15 +605,20 @@ class Run:
         state.processes = tracker.records
         state.argv = [redactor(a) for a in argv]
         state.status, state.exit_code = SessionStatus.RUNNING.value, None
+        state.ended, state.end_reason = "", ""
         state.log_path, state.cast_path = str(self.logs.text_path), str(self.logs.cast_path)
         state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
         self.session.save(state)
-        self.session.event("start", argv=state.argv, pid=child.pid, resumed=resumed, native_resume=native)
+        self.session.event(
+            "start",
+            argv=state.argv,
+            pid=child.pid,
+            resumed=resumed,
+            native_resume=native,
+            session=state.id,
+            log=str(self.logs.text_path),
+        )
         self.logs.notice(f"started {shlex.join(state.argv)} (pid {child.pid}) in {workspace}")
-        if not self.console.interactive:
-            self.console.say(
-                f"[waaah] {adapter.name} started (pid {child.pid}); session {state.id}; log {self.logs.text_path}"
-            )
         machine = Machine(
             MachineConfig(
                 agent=adapter.name,
@@ -493,7 +644,8 @@ class Run:
             self.logs,
             stdin_fd=sys.stdin.fileno(),
             stdout_fd=sys.stdout.fileno(),
-            notify=self.console.say,
+            # Headless, what the machine says is an event it records, printed as one (keep_record).
+            notify=self.console.say if self.console.interactive else lambda text: None,
             mailbox=self.mailbox,
             inbox=self.inbox,
             tend=lambda: self.tend(tracker),
@@ -549,7 +701,8 @@ class Run:
         return first
 
     def update_tokens(self) -> None:
-        """Token totals from the CLI's own transcript (never from the screen)."""
+        """Token totals from the CLI's own transcript (never from the screen), kept per
+        transcript file and summed, so a resume or a restart adds to the night's totals."""
         counter = self.adapter.tokens() if self.adapter.tokens is not None else None
         path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
         if counter is None or path is None:
@@ -560,10 +713,20 @@ class Run:
         except OSError as err:
             self.logs.notice(f"could not read the transcript {path}: {err}")
             return
-        self.state.tokens = {"input": usage.input, "output": usage.output, "cached": usage.cached}
+        tally_tokens(self.state, str(path), usage)
         self.session.save(self.state)
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
+
+
+def tally_tokens(state: SessionState, path: str, usage: Usage) -> None:
+    """Set ``path``'s totals (read again from the whole file) and the session's sum."""
+    files = state.token_files
+    if not files and any(state.tokens.values()):
+        # Saved before totals were kept per file: they came from this session's transcript.
+        files = {path: dict(state.tokens)}
+    state.token_files = record_file(files, path, usage)
+    state.tokens = file_totals(state.token_files)
 
 
 def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -> None:

@@ -12,13 +12,15 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
@@ -52,7 +54,17 @@ class SessionState:
     workflow_pending: bool = False  # typed, not confirmed yet: settled from the transcript on resume
     limit_until: str = ""  # ISO time a usage limit resets; kept so a new supervisor waits too
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
+    # The sum of ``token_files``: the totals of each transcript file the CLI wrote in this
+    # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
+    token_files: dict[str, dict[str, int]] = field(default_factory=dict)
+    nudges: int = 0  # continue and heartbeat prompts typed
+    first_prompt: str = ""  # the workflow's first line, what `waaah sessions` shows
+    first_task: str = ""  # the first task the WAAAH server handed out (its id)
+    ended: str = ""  # ISO time the supervisor last ended ("" while it runs)
+    end_reason: str = ""  # why it ended (a StopReason value) and the detail
+    # The options it was started with (never the API key), kept for --resume; see session.py.
+    options: dict[str, Any] = field(default_factory=dict)
     output_tail: list[str] = field(default_factory=list)
     log_path: str = ""
     cast_path: str = ""
@@ -84,6 +96,8 @@ class SessionState:
             value = values.get(name)
             if name in values and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
                 del values[name]
+        if "options" in values and not isinstance(values["options"], dict):
+            del values["options"]  # resume falls back to the defaults and the flags given
         for name, value in values.items():
             problem = _field_problem(name, value)
             if problem:
@@ -94,9 +108,10 @@ class SessionState:
 REQUIRED = ("id", "agent", "workflow", "workspace", "native_session_id")
 _STRINGS = {
     "id", "agent", "workflow", "workspace", "native_session_id", "agent_id", "server_url",
-    "status", "created", "updated", "log_path", "cast_path",
+    "status", "created", "updated", "log_path", "cast_path", "first_prompt", "first_task",
+    "ended", "end_reason",
 }  # fmt: skip
-_INTS = {"restarts", "supervisor_pid", "agent_pid", "schema"}
+_INTS = {"restarts", "nudges", "supervisor_pid", "agent_pid", "schema"}
 _BOOLS = {"workflow_delivered", "workflow_pending"}
 _STRING_LISTS = {"argv", "output_tail"}
 _TIMES = {"limit_until", "next_heartbeat"}
@@ -128,6 +143,11 @@ def _field_problem(name: str, value: Any) -> str:
         isinstance(value, dict) and all(isinstance(k, str) and _is_int(v) for k, v in value.items())
     ):
         return "must map names to whole numbers"
+    if name == "token_files" and not (
+        isinstance(value, dict)
+        and all(isinstance(k, str) and _field_problem("tokens", v) == "" for k, v in value.items())
+    ):
+        return "must map transcript paths to token counts"
     if name in _TIMES:
         if not isinstance(value, str):
             return "must be an ISO time or empty"
@@ -153,6 +173,31 @@ def new_session_id(agent: str, now: datetime) -> str:
 
 def now_iso() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def event_ts(when: datetime | None = None) -> str:
+    """An event's time: ISO-8601, local, with milliseconds and the UTC offset."""
+    return (when or datetime.now()).astimezone().isoformat(timespec="milliseconds")
+
+
+def event_time(value: Any) -> datetime | None:
+    """The aware time of an event's ``ts``: an ISO string (written since the format changed; a
+    time without an offset is taken as local) or epoch seconds (older files); None otherwise."""
+    try:
+        if isinstance(value, str):
+            when = datetime.fromisoformat(value)
+            return when if when.tzinfo is not None else when.astimezone()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return datetime.fromtimestamp(value).astimezone()
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None
+
+
+def event_epoch(value: Any) -> float | None:
+    """An event's ``ts`` as epoch seconds (see :func:`event_time`)."""
+    when = event_time(value)
+    return when.timestamp() if when is not None else None
 
 
 def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
@@ -189,6 +234,9 @@ class SessionDir:
         self.events_file = self.path / "events.jsonl"
         self.inbox = self.path / "inbox.jsonl"
         self._lock_fd: int | None = None
+        # Told of every event after it is written (its record, secrets masked): the session keeps
+        # its counters with it and, headless, prints the events a person reads.
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     def lock(self) -> None:
         fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -243,12 +291,20 @@ class SessionDir:
         return True
 
     def event(self, name: str, /, **fields: Any) -> None:
-        record = {"ts": round(time.time(), 3), "event": name, **fields}
+        record = {"ts": event_ts(), "event": name, **fields}
+        line = self.redact(json.dumps(record, default=str))
         try:
             with open_append(self.events_file) as fh:
-                fh.write(self.redact(json.dumps(record, default=str)) + "\n")
+                fh.write(line + "\n")
         except OSError as err:
             log.warning("could not append to %s: %s", self.events_file, err)
+        if self.observers:
+            try:
+                masked = json.loads(line)
+            except ValueError:  # a mask that cut a JSON escape: the fields, masked one by one
+                masked = cast(dict[str, Any], self.redact.value(json.loads(json.dumps(record, default=str))))
+            for observer in self.observers:
+                observer(masked)
 
     def move_aside(self) -> Path:
         """Keep a corrupt session.json for inspection, out of the way of a fresh one."""
