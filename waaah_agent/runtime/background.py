@@ -61,7 +61,12 @@ class Mailbox:
 
 
 class ServerWatch(threading.Thread):
-    """Re-checks the WAAAH server and this agent's status; posts only changes."""
+    """Re-checks the WAAAH server and this agent's status; posts only changes.
+
+    Its own attributes never take a name ``threading.Thread`` uses: Python calls
+    ``Thread._stop()`` on every thread in a forked child (the agent's, before exec), and an
+    attribute named ``_stop`` made that fail in the child, on the agent's screen.
+    """
 
     def __init__(
         self,
@@ -76,12 +81,12 @@ class ServerWatch(threading.Thread):
         self._mailbox, self._url, self._key, self._agent_id = mailbox, url, api_key, agent_id
         self._every = every
         self._check = check
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.last_health: str | None = None
         self.last_status: str | None = None
 
     def run(self) -> None:
-        while not self._stop.wait(self._every):
+        while not self._halt.wait(self._every):
             health = self._check(self._url, self._key)
             if health.detail != self.last_health:
                 self.last_health = health.detail
@@ -92,4 +97,5 @@ class ServerWatch(threading.Thread):
                 self._mailbox.post("agent-status", status=status)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
+

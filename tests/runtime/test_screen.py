@@ -1,0 +1,162 @@
+"""Nothing of the supervisor's own on the agent's screen; the menu, the exit text, small panes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pexpect
+import pyte
+import pytest
+
+from tests.runtime.helpers import (
+    COLS,
+    ROWS,
+)
+from waaah_agent.runtime.background import Mailbox, ServerWatch
+from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.waaah import Health
+
+pytestmark = pytest.mark.timeout(60)
+
+# Instance attributes threading.Thread itself sets; any other name it uses (a method such as
+# ``_stop``, which Python calls in a forked child) must not be hidden by a subclass.
+THREAD_OWN = set(vars(threading.Thread())) | {"_started"}
+
+
+class Seen:
+    """Everything the user's terminal received from ``waaah``, and the screen it shows (pyte)."""
+
+    def __init__(self, child: pexpect.spawn, cols: int = COLS, rows: int = ROWS) -> None:
+        self.child = child
+        self.raw = bytearray()
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.eof = False
+
+    def read(self) -> None:
+        try:
+            data = self.child.read_nonblocking(65536, timeout=0.1)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            self.eof = True
+            time.sleep(0.05)
+            return
+        self.raw += data
+        self.stream.feed(data)
+
+    def until(self, check: Callable[[], object], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not seen within {timeout}s; the screen:\n" + "\n".join(self.rows))
+            self.read()
+
+    def pump(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.read()
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(rows, cols)
+        self.child.setwinsize(rows, cols)
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+    @property
+    def rows(self) -> list[str]:
+        return list(self.screen.display)
+
+    def exit_code(self) -> int:
+        self.until(lambda: self.eof)
+        self.child.close()
+        return self.child.exitstatus if self.child.exitstatus is not None else 128 + self.child.signalstatus
+
+
+def save_and_exit(seen: Seen) -> int:
+    seen.child.send("\x03")
+    seen.until(lambda: "[s]" in seen.rows[-1])
+    seen.child.send("s")
+    return seen.exit_code()
+
+
+def _healthy(url: str, key: str | None) -> Health:
+    return Health(True, "ok")
+
+
+@pytest.fixture()
+def our_threads(tmp_path: Path) -> Iterator[list[threading.Thread]]:
+    """Every kind of thread the supervisor runs beside the loop, started."""
+    mailbox = Mailbox()
+    watch = ServerWatch(mailbox, "http://127.0.0.1:9", None, "agent", every=60, check=_healthy)
+    watch.start()
+    inbox = Inbox(tmp_path / "inbox.jsonl", mailbox)
+    inbox.start()
+    yield [t for t in threading.enumerate() if t is not threading.main_thread()]
+    watch.stop()
+    inbox.stop()
+    watch.join(5)
+    mailbox.close()
+
+
+def test_no_thread_of_ours_hides_a_name_thread_uses(our_threads):
+    threads = our_threads
+    assert any(isinstance(t, ServerWatch) for t in threads)
+    assert len(threads) >= 3  # the server watch, watchdog's observer and its emitter
+    thread_names = {n for n in dir(threading.Thread) if not n.startswith("__")}
+    for thread in threads:
+        hidden = (set(vars(thread)) - THREAD_OWN) & thread_names
+        assert not hidden, f"{type(thread).__name__} hides threading.Thread's {hidden}"
+
+
+FORK_BESIDE_OUR_THREADS = """
+import os, sys, time
+from pathlib import Path
+from waaah_agent.runtime.background import Mailbox, ServerWatch
+from waaah_agent.runtime.child import AgentProcess
+from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.waaah import Health
+from tests.runtime.helpers import (
+    COLS,
+    ROWS,
+    delivered,
+    session_dirs,
+    sim_env,
+    spawn_waaah,
+    state,
+)
+mailbox = Mailbox()
+ServerWatch(mailbox, "http://127.0.0.1:9", None, "a", every=60, check=lambda u, k: Health(True, "ok")).start()
+Inbox(Path(sys.argv[1]) / "inbox.jsonl", mailbox).start()
+child = AgentProcess.spawn(["/bin/sh", "-c", "sleep 0.3; echo AGENT-DONE"], cwd=sys.argv[1],
+                           env=dict(os.environ), size=(80, 24))
+out, deadline = b"", time.monotonic() + 10
+while time.monotonic() < deadline:
+    data = child.read()
+    if data is None:
+        break
+    out += data
+    time.sleep(0.01)
+sys.stdout.buffer.write(out)
+"""
+
+
+def test_the_agent_s_pty_gets_nothing_of_ours_when_it_forks_beside_our_threads(tmp_path):
+    """The MCP server watch runs while the agent is spawned (MCP on): the fork must be clean.
+
+    In a process of its own, as the supervisor is (pytest catches "Exception ignored" itself).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_BESIDE_OUR_THREADS, str(tmp_path)], capture_output=True, timeout=30
+    )
+    out = done.stdout
+    assert b"AGENT-DONE" in out, done
+    assert b"Exception ignored" not in out and b"Traceback" not in out, out.decode(errors="replace")
+    assert done.stderr == b"", done.stderr
