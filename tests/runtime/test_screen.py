@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,8 +18,13 @@ import pytest
 from tests.runtime.helpers import (
     COLS,
     ROWS,
+    delivered,
+    session_dirs,
+    sim_env,
+    spawn_waaah,
+    state,
 )
-from waaah_agent.runtime.background import Mailbox, ServerWatch
+from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.waaah import Health
 
@@ -160,3 +167,51 @@ def test_the_agent_s_pty_gets_nothing_of_ours_when_it_forks_beside_our_threads(t
     assert b"AGENT-DONE" in out, done
     assert b"Exception ignored" not in out and b"Traceback" not in out, out.decode(errors="replace")
     assert done.stderr == b"", done.stderr
+
+
+def test_own_output_goes_to_the_mailbox_not_the_terminal(capfd):
+    mailbox = Mailbox()
+    hooks = threading.excepthook, sys.unraisablehook
+    with OwnOutput(mailbox, on_screen=True):
+        logging.getLogger("waaah_agent.test").warning("a warning of ours")
+        warnings.warn("a python warning", stacklevel=1)
+
+        def fail() -> None:
+            raise RuntimeError("thread trouble")
+
+        thread = threading.Thread(target=fail, name="failing")
+        thread.start()
+        thread.join()
+
+        class Noisy:
+            def __del__(self) -> None:
+                raise ValueError("in __del__")
+
+        Noisy()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    messages = [m for m in mailbox.drain() if m.kind == OWN]
+    texts = "\n".join(str(m.data["text"]) for m in messages)
+    assert "a warning of ours" in texts
+    assert "a python warning" in texts
+    assert "thread failing failed: RuntimeError: thread trouble" in texts
+    assert "ValueError: in __del__" in texts
+    errors = [m.data["error"] for m in messages if m.data["error"]]
+    assert len(errors) == 2
+    # afterwards, Python's own ways are back
+    assert (threading.excepthook, sys.unraisablehook) == hooks
+
+
+def test_a_warning_of_ours_goes_to_the_log_not_the_agent_s_screen(workspace, fake_home):
+    """A log record while the agent's screen is up (a malformed inbox line) is in the text log."""
+    child = spawn_waaah(workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home))
+    seen = Seen(child)
+    seen.until(lambda: session_dirs(workspace) and delivered(workspace))
+    inbox = session_dirs(workspace)[-1] / "inbox.jsonl"
+    with inbox.open("a") as fh:
+        fh.write("this is no record\n")
+    log = Path(state(workspace)["log_path"])
+    seen.until(lambda: "ignoring a malformed inbox line" in log.read_text())
+    seen.pump(0.5)
+    assert "malformed" not in seen.text
+    assert save_and_exit(seen) == 0

@@ -24,7 +24,7 @@ from enum import Enum
 from waaah_agent.core import events as ev
 from waaah_agent.core.detect import ScreenRules, read
 from waaah_agent.core.machine import Machine
-from waaah_agent.runtime.background import Mailbox
+from waaah_agent.runtime.background import OWN, Mailbox, Message
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
@@ -310,6 +310,8 @@ class Supervisor:
                 self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
             elif message.kind == "agent-status":
                 self.tell(ev.AgentStatusChanged(data.get("status")))
+            elif message.kind == OWN:
+                record_own(message, self.logs, self.session)
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:
@@ -363,6 +365,13 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         status = self.child.status() if not self.child.alive() else None
         self.tell(ev.ChildExited(status))
+
+
+def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None:
+    """A line of the supervisor's own (``OwnOutput``): the text log; a failure also the events."""
+    logs.notice(str(message.data["text"]))
+    if message.data.get("error"):
+        session.event("internal-error", error=str(message.data["error"]))
 
 
 class Interest:
