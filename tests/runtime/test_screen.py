@@ -18,6 +18,7 @@ import pytest
 from tests.runtime.helpers import (
     COLS,
     ROWS,
+    WAAAH,
     delivered,
     session_dirs,
     sim_env,
@@ -214,4 +215,49 @@ def test_a_warning_of_ours_goes_to_the_log_not_the_agent_s_screen(workspace, fak
     seen.until(lambda: "ignoring a malformed inbox line" in log.read_text())
     seen.pump(0.5)
     assert "malformed" not in seen.text
+    assert save_and_exit(seen) == 0
+
+
+def start_sim(ws: Path, home: Path, cols: int, rows: int, *args: str) -> Seen:
+    child = pexpect.spawn(
+        WAAAH,
+        ["agent", "--start=simulated", "--no-nudge", *args],
+        cwd=str(ws),
+        env=sim_env(home),
+        dimensions=(rows, cols),
+        timeout=20,
+    )
+    child.delaybeforesend = None
+    return Seen(child, cols, rows)
+
+
+def sim_idle(seen: Seen) -> bool:
+    return seen.screen.title.startswith("◇") and any("simulated-workspace" in r for r in seen.rows)
+
+
+@pytest.mark.parametrize(
+    ("cols", "rows", "form"),
+    [
+        (120, 30, "waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent"),
+        (60, 20, "waaah: [c]ontinue [s]ave+exit [p]ass ^C"),
+        (20, 10, "[c] [s] [p]"),
+    ],
+)
+def test_the_menu_fits_the_bottom_row_and_leaves_nothing_behind(workspace, fake_home, cols, rows, form):
+    seen = start_sim(workspace, fake_home, cols, rows)
+    seen.until(lambda: sim_idle(seen) and (cols < 40 or (session_dirs(workspace) and delivered(workspace))))
+    seen.pump(0.5)  # idle: the simulated agent draws nothing until something happens
+    before = seen.rows
+    seen.child.send("\x03")
+    seen.until(lambda: form in seen.rows[-1])
+    seen.pump(0.2)
+    assert seen.rows[-1].strip() == form  # one row, no wrap
+    assert seen.rows[:-1] == before[:-1]  # nothing scrolled
+    seen.child.send("c")
+    # the agent was shown one row less, then its size again, and repainted both times
+    seen.until(lambda: f"SIZE={cols}x{rows}" in "".join(seen.rows))
+    seen.pump(0.3)
+    after = seen.rows
+    assert not any("[c]" in row for row in after), after
+    assert after[-4:] == before[-4:]  # the input box, the footer, the bottom row: as before
     assert save_and_exit(seen) == 0

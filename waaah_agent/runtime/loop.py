@@ -38,7 +38,14 @@ RELAY_READS = 16  # PTY reads per wake-up at most, before the loop looks at ever
 FLUSH_EVERY = 1.0
 REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
 REAP_FOR = 2.0  # ... this long, then SIGKILL
-MENU = " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent "
+# The Ctrl+C menu, longest first: the first that fits the width without its last column.
+MENU_FORMS = (
+    " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent ",
+    " waaah: [c]ontinue [s]ave+exit [p]ass ^C ",
+    " [c] [s] [p] ",
+)
+TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
+REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
 
 
 class Timer(Enum):
@@ -48,6 +55,7 @@ class Timer(Enum):
     FLUSH = "flush"  # flush the logs a second after output
     REAP = "reap"  # the PTY closed: is the exit status there yet?
     TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
+    REPAINT = "repaint"  # give the agent its size back: it repaints what the menu covered
 
 
 @dataclass
@@ -120,7 +128,11 @@ class Supervisor:
             Timer.FLUSH: self._flush,
             Timer.REAP: self._reap,
             Timer.TEND: self._tend,
+            Timer.REPAINT: self._repaint,
         }
+        self.menu_shown = False
+        self._tail = b""  # the end of the last output relayed (is an escape sequence open?)
+        self._held = b""  # our own bytes, held until the agent's open escape sequence ends
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ev.Outcome:
@@ -195,7 +207,7 @@ class Supervisor:
                 self.notify(text)
             case ev.Title(text):
                 if self.cfg.interactive:  # the agent's screen itself is never written to
-                    self._write_stdout(f"\x1b]0;{self.session.redact(text)}\x07".encode())
+                    self._write_own(f"\x1b]0;{self.session.redact(text)}\x07".encode())
             case ev.Save(changes):
                 for name, value in changes.items():
                     setattr(self.state, name, value)
@@ -232,6 +244,12 @@ class Supervisor:
     def _relay(self, data: bytes) -> None:
         if self.term is not None:
             self._write_stdout(data)
+            self._tail = data[-TAIL:] if len(data) >= TAIL else (self._tail + data)[-TAIL:]
+            if (self.menu_shown or self._held) and not inside_sequence(self._tail):
+                held, self._held = self._held, b""
+                self._write_stdout(held)
+                if self.menu_shown:  # the agent may have drawn over it
+                    self._draw_menu()
         self.logs.output(data)
         now = self.clock()
         self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
@@ -290,13 +308,38 @@ class Supervisor:
         self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal went away"))
 
     def _menu(self, show: bool) -> None:
-        """Draw the Ctrl+C menu on the bottom row, or remove it and have the agent repaint."""
+        """Draw the Ctrl+C menu on the bottom row, or remove it and have the agent repaint.
+
+        The menu never wraps or scrolls: one form or another fits the width without its
+        last column (writing the bottom-right cell would scroll some terminals), and no
+        newline is written. On close the row is cleared, then the agent is shown one row
+        less and, a moment later, its size again: a size change makes a TUI repaint (a
+        second size change at once would go unnoticed by a CLI that compares sizes).
+        """
+        self.menu_shown = show
+        if self.term is None:
+            return
         cols, rows = self.size
-        bar = f"\x1b[7m{MENU}\x1b[0m" if show else ""
-        self._write_stdout(f"\x1b7\x1b[{rows};1H\x1b[2K{bar}\x1b8".encode())
-        if not show:  # a resize makes every TUI repaint the line the menu covered
-            self.child.set_size(cols, rows - 1)
-            self.child.set_size(cols, rows)
+        if show:
+            self._draw_menu()
+            return
+        self._write_own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b8".encode())
+        self.child.set_size(cols, max(1, rows - 1))
+        self.timers.set(Timer.REPAINT, self.clock() + REPAINT_AFTER)
+
+    def _draw_menu(self) -> None:
+        cols, rows = self.size
+        self._write_own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{menu_text(cols)}\x1b[0m\x1b8".encode())
+
+    def _write_own(self, data: bytes) -> None:
+        """Bytes of ours for the terminal: now, or once the agent's open escape sequence ended."""
+        if inside_sequence(self._tail):
+            self._held += data
+        else:
+            self._write_stdout(data)
+
+    def _repaint(self) -> None:
+        self.child.set_size(*self.size)
 
     # -- background reports ----------------------------------------------------------------
     def _on_mail(self, mask: int) -> None:
@@ -336,6 +379,8 @@ class Supervisor:
         self.feed.resize(*size)
         self.logs.resize(*size)
         self.tell(ev.Resized(*size))
+        if self.menu_shown:
+            self._draw_menu()  # on the new bottom row, in the form that fits
 
     # -- the agent's end -----------------------------------------------------------------
     def _check_child(self) -> None:
@@ -365,6 +410,38 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         status = self.child.status() if not self.child.alive() else None
         self.tell(ev.ChildExited(status))
+
+
+def menu_text(cols: int) -> str:
+    """The Ctrl+C menu in the longest form that leaves the last column free."""
+    for form in MENU_FORMS:
+        if len(form) < cols:
+            return form
+    return MENU_FORMS[-1][: max(0, cols - 1)]
+
+
+def inside_sequence(tail: bytes) -> bool:
+    """Whether output ending in ``tail`` stopped inside an escape sequence or a UTF-8 character
+    (our own bytes written now would be taken as part of it)."""
+    esc = tail.rfind(b"\x1b")
+    if esc >= 0:
+        rest = tail[esc + 1 :]
+        if not rest:
+            return True
+        if rest[:1] == b"[":  # CSI: parameters and intermediates, then a final byte
+            return not any(0x40 <= b <= 0x7E for b in rest[1:])
+        if rest[:1] in (b"]", b"P", b"_", b"^"):  # OSC, DCS...: until BEL or ST
+            return b"\x07" not in rest
+        if rest[:1] in (b"(", b")", b"*", b"+", b"#", b"%") and len(rest) < 2:
+            return True
+    for back in range(1, min(4, len(tail)) + 1):  # a multi-byte character cut short
+        byte = tail[-back]
+        if byte < 0x80:
+            return False
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return back < need
+    return False
 
 
 def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None:
