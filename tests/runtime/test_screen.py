@@ -27,6 +27,8 @@ from tests.runtime.helpers import (
 )
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
 from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.loop import Supervisor
+from waaah_agent.runtime.screenfeed import ScreenFeed
 from waaah_agent.runtime.waaah import Health
 
 pytestmark = pytest.mark.timeout(60)
@@ -261,3 +263,64 @@ def test_the_menu_fits_the_bottom_row_and_leaves_nothing_behind(workspace, fake_
     assert not any("[c]" in row for row in after), after
     assert after[-4:] == before[-4:]  # the input box, the footer, the bottom row: as before
     assert save_and_exit(seen) == 0
+
+
+def leave_after(frame: bytes, cols: int = 40, rows: int = 12, alt: bool = False) -> pyte.Screen:
+    """The user's terminal after ``frame`` from the agent and what the loop writes at its end."""
+    sup = Supervisor.__new__(Supervisor)
+    sup.feed, sup.size, sup.alt_screen = ScreenFeed(cols, rows), (cols, rows), alt
+    sup.feed.add(frame, time.monotonic())
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+    stream.feed(frame + sup._leave_screen() + b"Stopped. Resume with: waaah agent")
+    return screen
+
+
+def test_the_exit_text_starts_below_a_frame_whose_cursor_is_inside_it():
+    # an input box with the cursor in it, a footer below (gemini leaves its cursor so)
+    frame = (
+        b"\x1b[?25lhistory\r\n+--------+\r\n| > _    |\r\n+--------+\r\nmain  no sandbox  Auto\x1b[3A\x1b[5G"
+    )
+    rows = leave_after(frame).display
+    assert rows[4].rstrip() == "main  no sandbox  Auto"
+    assert rows[5].rstrip() == "Stopped. Resume with: waaah agent"
+
+
+def test_the_exit_text_below_a_full_screen_scrolls_it_up_one_row():
+    frame = b"".join(b"line %d\r\n" % i for i in range(11)) + b"footer\x1b[H"
+    rows = leave_after(frame).display
+    assert rows[-2].rstrip() == "footer" and rows[-1].rstrip() == "Stopped. Resume with: waaah agent"
+
+
+def test_the_exit_text_leaves_the_alternate_screen():
+    out = Supervisor.__new__(Supervisor)
+    out.alt_screen = True
+    assert b"\x1b[?1049l" in out._leave_screen()
+
+
+def test_the_terminal_is_left_sane_and_the_resume_line_whole(workspace, fake_home):
+    """An agent killed after ignoring SIGTERM left bracketed paste on: the loop turns it off."""
+    cols, rows = 160, 24
+    child = pexpect.spawn(
+        WAAAH,
+        ["agent", "--start=simulated", "--no-nudge", "--stop-grace=1"],
+        cwd=str(workspace),
+        env=sim_env(fake_home, SIM_IGNORE_TERM="1"),
+        dimensions=(rows, cols),
+        timeout=20,
+    )
+    child.delaybeforesend = None
+    seen = Seen(child, cols, rows)
+    seen.until(lambda: session_dirs(workspace) and delivered(workspace))
+    seen.pump(0.5)
+    sid = state(workspace)["id"]
+    assert save_and_exit(seen) == 0
+    resume = "waaah agent --start=simulated --as=waaah-orc --resume"
+    lines = [row.rstrip() for row in seen.rows]
+    ours = [line for line in lines if "Resume with:" in line]
+    assert ours == [f"Stopped (you chose save and exit). Session {sid} saved. Resume with: {resume}"], lines
+    frame_footer = [i for i, line in enumerate(lines) if "simulated-workspace" in line]
+    assert frame_footer and frame_footer[-1] < lines.index(ours[0])  # below the agent's frame
+    raw = bytes(seen.raw)
+    assert raw.rfind(b"\x1b[?2004l") > raw.rfind(b"\x1b[?2004h")  # bracketed paste is off again
+    assert pyte.modes.DECTCEM in seen.screen.mode  # the cursor shows

@@ -45,6 +45,13 @@ MENU_FORMS = (
     " [c] [s] [p] ",
 )
 TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
+SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
+# At the end, the modes a CLI may leave on: attributes, a hidden cursor, no autowrap, a scroll
+# region, bracketed paste, mouse reports, focus events, application keys, the kitty keyboard.
+LEAVE_MODES = (
+    b"\x1b[0m\x1b[?25h\x1b[?7h\x1b7\x1b[r\x1b8\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l"
+    b"\x1b[?1006l\x1b[?1004l\x1b[?1l\x1b>\x1b[<u"
+)
 REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
 
 
@@ -133,6 +140,7 @@ class Supervisor:
         self.menu_shown = False
         self._tail = b""  # the end of the last output relayed (is an escape sequence open?)
         self._held = b""  # our own bytes, held until the agent's open escape sequence ends
+        self.alt_screen = False  # the agent is on the alternate screen (it sent CSI ?1049h)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ev.Outcome:
@@ -156,6 +164,7 @@ class Supervisor:
                 sel.close()
                 self.interest = None
                 if self.term is not None:
+                    self._write_stdout(self._held + self._leave_screen())
                     self.term.drain(self._wake_r)
                     self.term.close()
         return self.outcome
@@ -244,6 +253,8 @@ class Supervisor:
     def _relay(self, data: bytes) -> None:
         if self.term is not None:
             self._write_stdout(data)
+            if (alt := data.rfind(b"\x1b[?1049")) >= 0 and alt + 7 < len(data):
+                self.alt_screen = data[alt + 7] == ord("h")
             self._tail = data[-TAIL:] if len(data) >= TAIL else (self._tail + data)[-TAIL:]
             if (self.menu_shown or self._held) and not inside_sequence(self._tail):
                 held, self._held = self._held, b""
@@ -330,6 +341,31 @@ class Supervisor:
     def _draw_menu(self) -> None:
         cols, rows = self.size
         self._write_own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{menu_text(cols)}\x1b[0m\x1b8".encode())
+
+    def _leave_screen(self) -> bytes:
+        """What leaves the terminal sane after the agent, with the cursor on a fresh line below
+        its last frame: where our lines (the exit text, a restart notice) begin."""
+        out = LEAVE_MODES
+        if self.alt_screen:  # its frames go with it; the cursor is back where the agent began
+            return out + b"\x1b[?1049l\r\n\x1b[J"
+        below = self._rows_below_cursor()
+        down = f"\x1b[{below}B" if below else ""  # CUD stops at the bottom row: never scrolls
+        return out + f"{down}\r\n\x1b[J".encode()
+
+    def _rows_below_cursor(self) -> int:
+        """Rows of the agent's frame below its cursor (the bottom of the screen if not known)."""
+        feed = self.feed
+        rest = len(feed.todo) - feed.done + len(feed.backlog)
+        if feed.flooded or rest > SETTLE_AT_END:
+            return self.size[1]
+        if feed.done < len(feed.todo):
+            feed.screen.feed(feed.todo[feed.done :])
+        feed.screen.feed(bytes(feed.backlog))
+        feed.todo, feed.done = b"", 0
+        feed.backlog.clear()
+        view = feed.screen.view()
+        last = max((i for i, line in enumerate(view.lines) if line.strip()), default=0)
+        return max(0, last - view.cursor_row)
 
     def _write_own(self, data: bytes) -> None:
         """Bytes of ours for the terminal: now, or once the agent's open escape sequence ended."""
