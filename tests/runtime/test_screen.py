@@ -20,6 +20,7 @@ from tests.runtime.helpers import (
     ROWS,
     WAAAH,
     delivered,
+    events,
     session_dirs,
     sim_env,
     spawn_waaah,
@@ -137,6 +138,7 @@ from tests.runtime.helpers import (
     COLS,
     ROWS,
     delivered,
+    events,
     session_dirs,
     sim_env,
     spawn_waaah,
@@ -324,3 +326,22 @@ def test_the_terminal_is_left_sane_and_the_resume_line_whole(workspace, fake_hom
     raw = bytes(seen.raw)
     assert raw.rfind(b"\x1b[?2004l") > raw.rfind(b"\x1b[?2004h")  # bracketed paste is off again
     assert pyte.modes.DECTCEM in seen.screen.mode  # the cursor shows
+
+
+def test_a_pane_too_small_says_so_outside_the_screen_and_delivers_once_big_enough(workspace, fake_home):
+    seen = start_sim(workspace, fake_home, 20, 10)
+    seen.until(lambda: "too small" in seen.screen.title)
+    assert seen.screen.title == "waaah: pane 20x10 too small, make it 40x12+"
+    seen.pump(2.0)  # the agent sets its own title meanwhile: ours is said again
+    assert "too small" in seen.screen.title
+    assert "too small" not in "".join(seen.rows)  # never on the agent's screen
+    log = Path(state(workspace)["log_path"]).read_text()
+    assert "the pane (20x10) is too small to read the agent's screen; make it at least 40x12" in log
+    sizes = [e for e in events(workspace) if e["event"] == "pane-size"]
+    assert sizes[0]["too_small"] and (sizes[0]["cols"], sizes[0]["rows"]) == (20, 10)
+    assert not delivered(workspace)  # the input box cannot be read: nothing is typed blind
+    seen.resize(80, 24)
+    seen.until(lambda: delivered(workspace))
+    assert [e["too_small"] for e in events(workspace) if e["event"] == "pane-size"] == [True, False]
+    assert "too small" not in seen.screen.title
+    assert save_and_exit(seen) == 0

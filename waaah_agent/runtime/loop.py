@@ -52,7 +52,10 @@ LEAVE_MODES = (
     b"\x1b[0m\x1b[?25h\x1b[?7h\x1b7\x1b[r\x1b8\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l"
     b"\x1b[?1006l\x1b[?1004l\x1b[?1l\x1b>\x1b[<u"
 )
-REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
+REPAINT_AFTER = 0.05
+# The smallest pane whose screen the rules can read: the input box and its placeholder on one
+# row (gemini's box and hint need ~40 columns) and the bottom rows a dialog or footer takes.
+MIN_COLS, MIN_ROWS = 40, 12  # the menu closed: the agent sees one row less for this long, then its size
 
 
 class Timer(Enum):
@@ -140,6 +143,9 @@ class Supervisor:
         self.menu_shown = False
         self._tail = b""  # the end of the last output relayed (is an escape sequence open?)
         self._held = b""  # our own bytes, held until the agent's open escape sequence ends
+        self.too_small = False  # the pane is too small to read the agent's screen (title says so)
+        self._small_title = ""
+        self._agent_title = ""
         self.alt_screen = False  # the agent is on the alternate screen (it sent CSI ?1049h)
 
     # -- the loop ------------------------------------------------------------------------
@@ -155,6 +161,7 @@ class Supervisor:
                 if self.mailbox is not None:
                     interest.want(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
                 self.tell(ev.Began())
+                self._check_size()
                 if self.tend is not None:
                     self._tend()
                 self._check_child()  # it may have died before the handlers were in place
@@ -272,6 +279,10 @@ class Supervisor:
             # Unfinished: go on at the paced time. Finished with more output waiting: soon.
             (self.timers.set if view is None else self.timers.set_min)(Timer.SCREEN, again)
         if view is not None:
+            if view.title != self._agent_title:
+                self._agent_title = view.title
+                if self.too_small:  # the agent set its title over ours: say it again
+                    self._write_own(f"\x1b]0;{self._small_title}\x07".encode())
             self.tell(ev.Observed(read(self.cfg.rules, view), self.feed.last_output))
 
     def _flush(self) -> None:
@@ -417,6 +428,31 @@ class Supervisor:
         self.tell(ev.Resized(*size))
         if self.menu_shown:
             self._draw_menu()  # on the new bottom row, in the form that fits
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """A pane too small to read the agent's screen is said in the title, the log and the
+        events (never on the screen), at the start and at each resize; the title keeps saying
+        it (the agent's own titles are answered with it again) until the pane is big enough."""
+        if not self.cfg.interactive:
+            return
+        cols, rows = self.size
+        small = cols < MIN_COLS or rows < MIN_ROWS
+        if small:
+            self._small_title = f"waaah: pane {cols}x{rows} too small, make it {MIN_COLS}x{MIN_ROWS}+"
+            self._write_own(f"\x1b]0;{self._small_title}\x07".encode())
+        if small == self.too_small and not small:
+            return
+        if small and not self.too_small:
+            self.logs.notice(
+                f"the pane ({cols}x{rows}) is too small to read the agent's screen; make it at least "
+                f"{MIN_COLS}x{MIN_ROWS}: until then the workflow and nudges may wait"
+            )
+        elif not small:
+            self.logs.notice(f"the pane ({cols}x{rows}) is big enough again")
+            self._write_own(f"\x1b]0;{self._agent_title}\x07".encode())
+        self.session.event("pane-size", cols=cols, rows=rows, too_small=small, need=f"{MIN_COLS}x{MIN_ROWS}")
+        self.too_small = small
 
     # -- the agent's end -----------------------------------------------------------------
     def _check_child(self) -> None:
