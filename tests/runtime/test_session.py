@@ -33,6 +33,7 @@ from tests.runtime.helpers import (
 )
 from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
 from waaah_agent.runtime.logs import replay
+from waaah_agent.runtime.loop import LEAVE_MODES
 from waaah_agent.runtime.workspace import find_workflow
 
 pytestmark = pytest.mark.timeout(60)
@@ -122,7 +123,8 @@ def test_cast_is_lossless(workspace, fake_home):
     child.close()
     recorded = replay(Path(state(workspace)["cast_path"]))
     # Everything the agent wrote after we started collecting is in the record, byte for byte.
-    agent_part = bytes(chunks).split(b"simulated exited")[0].rstrip(b"\r\n")
+    # (What follows is ours: the modes reset at the end, then the exit text.)
+    agent_part = bytes(chunks).split(LEAVE_MODES)[0].rstrip(b"\r\n")
     assert agent_part and agent_part in recorded
 
 
