@@ -49,10 +49,9 @@ def casts_under(root: Path) -> list[Path]:
 def _no_traceback_in_any_cast(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every session's .cast (the agent's screen as the user saw it) of a test holds no traceback
     and no "Exception ignored" of ours; a test that runs a CLI directly checks its PTY itself."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
-    if "tmp_path" not in request.fixturenames:
-        return
-    for cast in casts_under(request.getfixturevalue("tmp_path")):
+    for cast in casts_under(root) if root is not None else []:
         assert_no_python_noise(cast.read_bytes(), str(cast))
 
 
