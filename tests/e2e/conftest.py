@@ -31,6 +31,30 @@ def cli(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+OUR_NOISE = (b"Traceback (most recent call last)", b"Exception ignored")
+
+
+def assert_no_python_noise(raw: bytes, where: str) -> None:
+    """Nothing of the supervisor's own (a traceback, an "Exception ignored" report) in ``raw``."""
+    for noise in OUR_NOISE:
+        at = raw.find(noise)
+        assert at < 0, f"{where} holds {noise.decode()!r}: {raw[max(0, at - 200) : at + 400]!r}"
+
+
+def casts_under(root: Path) -> list[Path]:
+    return sorted(root.glob("**/.waaah/logs/*.cast*"))
+
+
+@pytest.fixture(autouse=True)
+def _no_traceback_in_any_cast(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every session's .cast (the agent's screen as the user saw it) of a test holds no traceback
+    and no "Exception ignored" of ours; a test that runs a CLI directly checks its PTY itself."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    for cast in casts_under(root) if root is not None else []:
+        assert_no_python_noise(cast.read_bytes(), str(cast))
+
+
 def with_cli_path(env: dict[str, str]) -> dict[str, str]:
     env["PATH"] = f"{CLI_BIN_DIR}:{env.get('PATH', '')}"
     return env

@@ -26,6 +26,7 @@ from tests.doubles.cli_homes import (
     slow_mcp_server,
 )
 from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
+from tests.e2e.conftest import assert_no_python_noise
 
 pytestmark = pytest.mark.e2e
 CLIS = ["gemini", "claude"]
@@ -56,6 +57,7 @@ def running_cli(
         pty.wait(IDLE_CHECKS[cli], f"{cli} idle screen", timeout=30)
         pty.settle(quiet=0.5, limit=3)
         yield pty
+        assert_no_python_noise(bytes(pty.raw), f"{cli}'s screen")
 
 
 def submit(pty: CliPty, text: str) -> None:

@@ -137,8 +137,6 @@ def finish(
     session.event(
         "end", reason=outcome.reason.value, detail=outcome.detail, exit=status.describe() if status else None
     )
-    if console.interactive:
-        console.say("")  # after the state is safe: our lines start below the agent's screen
     if adapter.tokens is not None:
         console.say(
             f"Tokens this session: {tokens_line(state.tokens)} (from {adapter.name}'s own transcript)"

@@ -44,12 +44,12 @@ from waaah_agent.errors import (
     storage_error,
 )
 from waaah_agent.runtime import clis, mcp_setup, reaper, report
-from waaah_agent.runtime.background import Mailbox, ServerWatch
+from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
-from waaah_agent.runtime.loop import LoopConfig, Supervisor
+from waaah_agent.runtime.loop import LoopConfig, Supervisor, record_own
 from waaah_agent.runtime.mcp_setup import McpPlan
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.signals import signal_pipe
@@ -522,6 +522,9 @@ def supervise(
         with (
             signal_pipe(),  # from here to the end, a stop signal is handled, never fatal
             raw_mode(sys.stdin.fileno()) if console.interactive else contextlib.nullcontext(),
+            # What we would print (logging, warnings, a thread's traceback) goes to the session's
+            # log and events: the terminal is the agent's screen.
+            OwnOutput(mailbox, on_screen=console.interactive),
         ):
             while True:
                 restarts.on_start(time.monotonic())
@@ -542,6 +545,9 @@ def supervise(
         if watch is not None:
             watch.stop()
         inbox.stop()
+        for message in mailbox.drain():
+            if message.kind == OWN:
+                record_own(message, logs, session)
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()

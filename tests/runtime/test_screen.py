@@ -1,0 +1,347 @@
+"""Nothing of the supervisor's own on the agent's screen; the menu, the exit text, small panes."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pexpect
+import pyte
+import pytest
+
+from tests.runtime.helpers import (
+    COLS,
+    ROWS,
+    WAAAH,
+    delivered,
+    events,
+    session_dirs,
+    sim_env,
+    spawn_waaah,
+    state,
+)
+from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
+from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.loop import Supervisor
+from waaah_agent.runtime.screenfeed import ScreenFeed
+from waaah_agent.runtime.waaah import Health
+
+pytestmark = pytest.mark.timeout(60)
+
+# Instance attributes threading.Thread itself sets; any other name it uses (a method such as
+# ``_stop``, which Python calls in a forked child) must not be hidden by a subclass.
+THREAD_OWN = set(vars(threading.Thread())) | {"_started"}
+
+
+class Seen:
+    """Everything the user's terminal received from ``waaah``, and the screen it shows (pyte)."""
+
+    def __init__(self, child: pexpect.spawn, cols: int = COLS, rows: int = ROWS) -> None:
+        self.child = child
+        self.raw = bytearray()
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.eof = False
+
+    def read(self) -> None:
+        try:
+            data = self.child.read_nonblocking(65536, timeout=0.1)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            self.eof = True
+            time.sleep(0.05)
+            return
+        self.raw += data
+        self.stream.feed(data)
+
+    def until(self, check: Callable[[], object], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not seen within {timeout}s; the screen:\n" + "\n".join(self.rows))
+            self.read()
+
+    def pump(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.read()
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(rows, cols)
+        self.child.setwinsize(rows, cols)
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+    @property
+    def rows(self) -> list[str]:
+        return list(self.screen.display)
+
+    def exit_code(self) -> int:
+        self.until(lambda: self.eof)
+        self.child.close()
+        return self.child.exitstatus if self.child.exitstatus is not None else 128 + self.child.signalstatus
+
+
+def save_and_exit(seen: Seen) -> int:
+    seen.child.send("\x03")
+    seen.until(lambda: "[s]" in seen.rows[-1])
+    seen.child.send("s")
+    return seen.exit_code()
+
+
+def _healthy(url: str, key: str | None) -> Health:
+    return Health(True, "ok")
+
+
+@pytest.fixture()
+def our_threads(tmp_path: Path) -> Iterator[list[threading.Thread]]:
+    """Every kind of thread the supervisor runs beside the loop, started."""
+    mailbox = Mailbox()
+    watch = ServerWatch(mailbox, "http://127.0.0.1:9", None, "agent", every=60, check=_healthy)
+    watch.start()
+    inbox = Inbox(tmp_path / "inbox.jsonl", mailbox)
+    inbox.start()
+    yield [t for t in threading.enumerate() if t is not threading.main_thread()]
+    watch.stop()
+    inbox.stop()
+    watch.join(5)
+    mailbox.close()
+
+
+def test_no_thread_of_ours_hides_a_name_thread_uses(our_threads):
+    threads = our_threads
+    assert any(isinstance(t, ServerWatch) for t in threads)
+    assert len(threads) >= 3  # the server watch, watchdog's observer and its emitter
+    thread_names = {n for n in dir(threading.Thread) if not n.startswith("__")}
+    for thread in threads:
+        hidden = (set(vars(thread)) - THREAD_OWN) & thread_names
+        assert not hidden, f"{type(thread).__name__} hides threading.Thread's {hidden}"
+
+
+FORK_BESIDE_OUR_THREADS = """
+import os, sys, time
+from pathlib import Path
+from waaah_agent.runtime.background import Mailbox, ServerWatch
+from waaah_agent.runtime.child import AgentProcess
+from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.waaah import Health
+from tests.runtime.helpers import (
+    COLS,
+    ROWS,
+    delivered,
+    events,
+    session_dirs,
+    sim_env,
+    spawn_waaah,
+    state,
+)
+mailbox = Mailbox()
+ServerWatch(mailbox, "http://127.0.0.1:9", None, "a", every=60, check=lambda u, k: Health(True, "ok")).start()
+Inbox(Path(sys.argv[1]) / "inbox.jsonl", mailbox).start()
+child = AgentProcess.spawn(["/bin/sh", "-c", "sleep 0.3; echo AGENT-DONE"], cwd=sys.argv[1],
+                           env=dict(os.environ), size=(80, 24))
+out, deadline = b"", time.monotonic() + 10
+while time.monotonic() < deadline:
+    data = child.read()
+    if data is None:
+        break
+    out += data
+    time.sleep(0.01)
+sys.stdout.buffer.write(out)
+"""
+
+
+def test_the_agent_s_pty_gets_nothing_of_ours_when_it_forks_beside_our_threads(tmp_path):
+    """The MCP server watch runs while the agent is spawned (MCP on): the fork must be clean.
+
+    In a process of its own, as the supervisor is (pytest catches "Exception ignored" itself).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_BESIDE_OUR_THREADS, str(tmp_path)], capture_output=True, timeout=30
+    )
+    out = done.stdout
+    assert b"AGENT-DONE" in out, done
+    assert b"Exception ignored" not in out and b"Traceback" not in out, out.decode(errors="replace")
+    assert done.stderr == b"", done.stderr
+
+
+def test_own_output_goes_to_the_mailbox_not_the_terminal(capfd):
+    mailbox = Mailbox()
+    hooks = threading.excepthook, sys.unraisablehook
+    with OwnOutput(mailbox, on_screen=True):
+        logging.getLogger("waaah_agent.test").warning("a warning of ours")
+        warnings.warn("a python warning", stacklevel=1)
+
+        def fail() -> None:
+            raise RuntimeError("thread trouble")
+
+        thread = threading.Thread(target=fail, name="failing")
+        thread.start()
+        thread.join()
+
+        class Noisy:
+            def __del__(self) -> None:
+                raise ValueError("in __del__")
+
+        Noisy()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    messages = [m for m in mailbox.drain() if m.kind == OWN]
+    texts = "\n".join(str(m.data["text"]) for m in messages)
+    assert "a warning of ours" in texts
+    assert "a python warning" in texts
+    assert "thread failing failed: RuntimeError: thread trouble" in texts
+    assert "ValueError: in __del__" in texts
+    errors = [m.data["error"] for m in messages if m.data["error"]]
+    assert len(errors) == 2
+    # afterwards, Python's own ways are back
+    assert (threading.excepthook, sys.unraisablehook) == hooks
+
+
+def test_a_warning_of_ours_goes_to_the_log_not_the_agent_s_screen(workspace, fake_home):
+    """A log record while the agent's screen is up (a malformed inbox line) is in the text log."""
+    child = spawn_waaah(workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home))
+    seen = Seen(child)
+    seen.until(lambda: session_dirs(workspace) and delivered(workspace))
+    inbox = session_dirs(workspace)[-1] / "inbox.jsonl"
+    with inbox.open("a") as fh:
+        fh.write("this is no record\n")
+    log = Path(state(workspace)["log_path"])
+    seen.until(lambda: "ignoring a malformed inbox line" in log.read_text())
+    seen.pump(0.5)
+    assert "malformed" not in seen.text
+    assert save_and_exit(seen) == 0
+
+
+def start_sim(ws: Path, home: Path, cols: int, rows: int, *args: str) -> Seen:
+    child = pexpect.spawn(
+        WAAAH,
+        ["agent", "--start=simulated", "--no-nudge", *args],
+        cwd=str(ws),
+        env=sim_env(home),
+        dimensions=(rows, cols),
+        timeout=20,
+    )
+    child.delaybeforesend = None
+    return Seen(child, cols, rows)
+
+
+def sim_idle(seen: Seen) -> bool:
+    return seen.screen.title.startswith("◇") and any("simulated-workspace" in r for r in seen.rows)
+
+
+@pytest.mark.parametrize(
+    ("cols", "rows", "form"),
+    [
+        (120, 30, "waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent"),
+        (60, 20, "waaah: [c]ontinue [s]ave+exit [p]ass ^C"),
+        (20, 10, "[c] [s] [p]"),
+    ],
+)
+def test_the_menu_fits_the_bottom_row_and_leaves_nothing_behind(workspace, fake_home, cols, rows, form):
+    seen = start_sim(workspace, fake_home, cols, rows)
+    seen.until(lambda: sim_idle(seen) and (cols < 40 or (session_dirs(workspace) and delivered(workspace))))
+    seen.pump(0.5)  # idle: the simulated agent draws nothing until something happens
+    before = seen.rows
+    seen.child.send("\x03")
+    seen.until(lambda: form in seen.rows[-1])
+    seen.pump(0.2)
+    assert seen.rows[-1].strip() == form  # one row, no wrap
+    assert seen.rows[:-1] == before[:-1]  # nothing scrolled
+    seen.child.send("c")
+    # the agent was shown one row less, then its size again, and repainted both times
+    seen.until(lambda: f"SIZE={cols}x{rows}" in "".join(seen.rows))
+    seen.pump(0.3)
+    after = seen.rows
+    assert not any("[c]" in row for row in after), after
+    assert after[-4:] == before[-4:]  # the input box, the footer, the bottom row: as before
+    assert save_and_exit(seen) == 0
+
+
+def leave_after(frame: bytes, cols: int = 40, rows: int = 12, alt: bool = False) -> pyte.Screen:
+    """The user's terminal after ``frame`` from the agent and what the loop writes at its end."""
+    sup = Supervisor.__new__(Supervisor)
+    sup.feed, sup.size, sup.alt_screen = ScreenFeed(cols, rows), (cols, rows), alt
+    sup.feed.add(frame, time.monotonic())
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+    stream.feed(frame + sup._leave_screen() + b"Stopped. Resume with: waaah agent")
+    return screen
+
+
+def test_the_exit_text_starts_below_a_frame_whose_cursor_is_inside_it():
+    # an input box with the cursor in it, a footer below (gemini leaves its cursor so)
+    frame = (
+        b"\x1b[?25lhistory\r\n+--------+\r\n| > _    |\r\n+--------+\r\nmain  no sandbox  Auto\x1b[3A\x1b[5G"
+    )
+    rows = leave_after(frame).display
+    assert rows[4].rstrip() == "main  no sandbox  Auto"
+    assert rows[5].rstrip() == "Stopped. Resume with: waaah agent"
+
+
+def test_the_exit_text_below_a_full_screen_scrolls_it_up_one_row():
+    frame = b"".join(b"line %d\r\n" % i for i in range(11)) + b"footer\x1b[H"
+    rows = leave_after(frame).display
+    assert rows[-2].rstrip() == "footer" and rows[-1].rstrip() == "Stopped. Resume with: waaah agent"
+
+
+def test_the_exit_text_leaves_the_alternate_screen():
+    out = Supervisor.__new__(Supervisor)
+    out.alt_screen = True
+    assert b"\x1b[?1049l" in out._leave_screen()
+
+
+def test_the_terminal_is_left_sane_and_the_resume_line_whole(workspace, fake_home):
+    """An agent killed after ignoring SIGTERM left bracketed paste on: the loop turns it off."""
+    cols, rows = 160, 24
+    child = pexpect.spawn(
+        WAAAH,
+        ["agent", "--start=simulated", "--no-nudge", "--stop-grace=1"],
+        cwd=str(workspace),
+        env=sim_env(fake_home, SIM_IGNORE_TERM="1"),
+        dimensions=(rows, cols),
+        timeout=20,
+    )
+    child.delaybeforesend = None
+    seen = Seen(child, cols, rows)
+    seen.until(lambda: session_dirs(workspace) and delivered(workspace))
+    seen.pump(0.5)
+    sid = state(workspace)["id"]
+    assert save_and_exit(seen) == 0
+    resume = "waaah agent --start=simulated --as=waaah-orc --resume"
+    lines = [row.rstrip() for row in seen.rows]
+    ours = [line for line in lines if "Resume with:" in line]
+    assert ours == [f"Stopped (you chose save and exit). Session {sid} saved. Resume with: {resume}"], lines
+    frame_footer = [i for i, line in enumerate(lines) if "simulated-workspace" in line]
+    assert frame_footer and frame_footer[-1] < lines.index(ours[0])  # below the agent's frame
+    raw = bytes(seen.raw)
+    assert raw.rfind(b"\x1b[?2004l") > raw.rfind(b"\x1b[?2004h")  # bracketed paste is off again
+    assert pyte.modes.DECTCEM in seen.screen.mode  # the cursor shows
+
+
+def test_a_pane_too_small_says_so_outside_the_screen_and_delivers_once_big_enough(workspace, fake_home):
+    seen = start_sim(workspace, fake_home, 20, 10)
+    seen.until(lambda: "too small" in seen.screen.title)
+    assert seen.screen.title == "waaah: pane 20x10 too small, make it 40x12+"
+    seen.pump(2.0)  # the agent sets its own title meanwhile: ours is said again
+    assert "too small" in seen.screen.title
+    assert "too small" not in "".join(seen.rows)  # never on the agent's screen
+    log = Path(state(workspace)["log_path"]).read_text()
+    assert "the pane (20x10) is too small to read the agent's screen; make it at least 40x12" in log
+    sizes = [e for e in events(workspace) if e["event"] == "pane-size"]
+    assert sizes[0]["too_small"] and (sizes[0]["cols"], sizes[0]["rows"]) == (20, 10)
+    assert not delivered(workspace)  # the input box cannot be read: nothing is typed blind
+    seen.resize(80, 24)
+    seen.until(lambda: delivered(workspace))
+    assert [e["too_small"] for e in events(workspace) if e["event"] == "pane-size"] == [True, False]
+    assert "too small" not in seen.screen.title
+    assert save_and_exit(seen) == 0
