@@ -28,7 +28,7 @@ from tests.runtime.helpers import (
 )
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
 from waaah_agent.runtime.inbox import Inbox
-from waaah_agent.runtime.loop import Supervisor
+from waaah_agent.runtime.overlay import Overlay
 from waaah_agent.runtime.screenfeed import ScreenFeed
 from waaah_agent.runtime.waaah import Health
 
@@ -269,12 +269,12 @@ def test_the_menu_fits_the_bottom_row_and_leaves_nothing_behind(workspace, fake_
 
 def leave_after(frame: bytes, cols: int = 40, rows: int = 12, alt: bool = False) -> pyte.Screen:
     """The user's terminal after ``frame`` from the agent and what the loop writes at its end."""
-    sup = Supervisor.__new__(Supervisor)
-    sup.feed, sup.size, sup.alt_screen = ScreenFeed(cols, rows), (cols, rows), alt
-    sup.feed.add(frame, time.monotonic())
+    feed, overlay = ScreenFeed(cols, rows), Overlay(lambda data: None, (cols, rows))
+    overlay.alt_screen = alt
+    feed.add(frame, time.monotonic())
     screen = pyte.Screen(cols, rows)
     stream = pyte.ByteStream(screen)
-    stream.feed(frame + sup._leave_screen() + b"Stopped. Resume with: waaah agent")
+    stream.feed(frame + overlay.leave(feed.rows_below_cursor()) + b"Stopped. Resume with: waaah agent")
     return screen
 
 
@@ -295,14 +295,14 @@ def test_the_exit_text_below_a_full_screen_scrolls_it_up_one_row():
 
 
 def test_the_exit_text_leaves_the_alternate_screen():
-    out = Supervisor.__new__(Supervisor)
+    out = Overlay(lambda data: None, (80, 24))
     out.alt_screen = True
-    assert b"\x1b[?1049l" in out._leave_screen()
+    assert b"\x1b[?1049l" in out.leave(0)
 
 
 def test_the_terminal_is_left_sane_and_the_resume_line_whole(workspace, fake_home):
     """An agent killed after ignoring SIGTERM left bracketed paste on: the loop turns it off."""
-    cols, rows = 160, 24
+    cols, rows = 250, 24  # wide enough for the resume line, which names waaah by its full path
     child = pexpect.spawn(
         WAAAH,
         ["agent", "--start=simulated", "--no-nudge", "--stop-grace=1"],
@@ -317,7 +317,7 @@ def test_the_terminal_is_left_sane_and_the_resume_line_whole(workspace, fake_hom
     seen.pump(0.5)
     sid = state(workspace)["id"]
     assert save_and_exit(seen) == 0
-    resume = "waaah agent --start=simulated --as=waaah-orc --resume"
+    resume = f"{WAAAH} agent --start=simulated --as=waaah-orc --resume"  # waaah is not on this PATH
     lines = [row.rstrip() for row in seen.rows]
     ours = [line for line in lines if "Resume with:" in line]
     assert ours == [f"Stopped (you chose save and exit). Session {sid} saved. Resume with: {resume}"], lines

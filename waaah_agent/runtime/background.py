@@ -19,10 +19,14 @@ import traceback
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waaah_agent import settings
 from waaah_agent.runtime.waaah import agent_status, check_server
+
+if TYPE_CHECKING:
+    from waaah_agent.runtime.logs import SessionLogs
+    from waaah_agent.runtime.store import SessionDir
 
 
 @dataclass(frozen=True)
@@ -190,3 +194,10 @@ class OwnOutput:
         self._post(f"{where} {args.object!r}", args.exc_value, args.exc_traceback)
         if not self._on_screen:
             self._saved_unraisable(args)
+
+
+def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None:
+    """A line of the supervisor's own (``OwnOutput``): the text log; a failure also the events."""
+    logs.notice(str(message.data["text"]))
+    if message.data.get("error"):
+        session.event("internal-error", error=str(message.data["error"]))

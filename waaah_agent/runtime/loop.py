@@ -17,45 +17,30 @@ import selectors
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
 from waaah_agent.core import events as ev
 from waaah_agent.core.detect import ScreenRules, read
 from waaah_agent.core.machine import Machine
-from waaah_agent.runtime.background import OWN, Mailbox, Message
+from waaah_agent.runtime.background import OWN, Mailbox, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
+from waaah_agent.runtime.overlay import MIN_COLS, MIN_ROWS, Overlay
 from waaah_agent.runtime.screenfeed import ScreenFeed
 from waaah_agent.runtime.signals import STOP_SIGNALS, signal_pipe
 from waaah_agent.runtime.store import SessionDir, SessionState
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
+from waaah_agent.runtime.waiting import Interest, Timers
 
 TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
 RELAY_READS = 16  # PTY reads per wake-up at most, before the loop looks at everything else
 FLUSH_EVERY = 1.0
 REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
 REAP_FOR = 2.0  # ... this long, then SIGKILL
-# The Ctrl+C menu, longest first: the first that fits the width without its last column.
-MENU_FORMS = (
-    " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent ",
-    " waaah: [c]ontinue [s]ave+exit [p]ass ^C ",
-    " [c] [s] [p] ",
-)
-TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
-SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
-# At the end, the modes a CLI may leave on: attributes, a hidden cursor, no autowrap, a scroll
-# region, bracketed paste, mouse reports, focus events, application keys, the kitty keyboard.
-LEAVE_MODES = (
-    b"\x1b[0m\x1b[?25h\x1b[?7h\x1b7\x1b[r\x1b8\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l"
-    b"\x1b[?1006l\x1b[?1004l\x1b[?1l\x1b>\x1b[<u"
-)
-REPAINT_AFTER = 0.05
-# The smallest pane whose screen the rules can read: the input box and its placeholder on one
-# row (gemini's box and hint need ~40 columns) and the bottom rows a dialog or footer takes.
-MIN_COLS, MIN_ROWS = 40, 12  # the menu closed: the agent sees one row less for this long, then its size
+REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
 
 
 class Timer(Enum):
@@ -66,26 +51,6 @@ class Timer(Enum):
     REAP = "reap"  # the PTY closed: is the exit status there yet?
     TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
     REPAINT = "repaint"  # give the agent its size back: it repaints what the menu covered
-
-
-@dataclass
-class Timers:
-    """Deadlines on the monotonic clock."""
-
-    due: dict[Timer, float] = field(default_factory=dict)
-
-    def set(self, timer: Timer, when: float) -> None:
-        self.due[timer] = when
-
-    def set_min(self, timer: Timer, when: float) -> None:
-        """Fire at ``when`` unless already due earlier."""
-        self.due[timer] = min(when, self.due.get(timer, when))
-
-    def pop_due(self, now: float) -> list[Timer]:
-        timers = [n for n, t in self.due.items() if t <= now]
-        for n in timers:
-            del self.due[n]
-        return timers
 
 
 @dataclass
@@ -124,7 +89,7 @@ class Supervisor:
         self.stdin_fd, self.stdout_fd, self.notify = stdin_fd, stdout_fd, notify
         self.mailbox, self.inbox = mailbox, inbox
         self.clock, self.wall = clock, wall
-        self.timers = Timers()
+        self.timers: Timers[Timer] = Timers()
         self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
         self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.feed = ScreenFeed(*self.size, clock=clock)
@@ -140,13 +105,7 @@ class Supervisor:
             Timer.TEND: self._tend,
             Timer.REPAINT: self._repaint,
         }
-        self.menu_shown = False
-        self._tail = b""  # the end of the last output relayed (is an escape sequence open?)
-        self._held = b""  # our own bytes, held until the agent's open escape sequence ends
-        self.too_small = False  # the pane is too small to read the agent's screen (title says so)
-        self._small_title = ""
-        self._agent_title = ""
-        self.alt_screen = False  # the agent is on the alternate screen (it sent CSI ?1049h)
+        self.overlay = Overlay(self._write_stdout, self.size)  # the menu, titles, the sane end
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ev.Outcome:
@@ -171,7 +130,7 @@ class Supervisor:
                 sel.close()
                 self.interest = None
                 if self.term is not None:
-                    self._write_stdout(self._held + self._leave_screen())
+                    self._write_stdout(self.overlay.leave(self.feed.rows_below_cursor()))
                     self.term.drain(self._wake_r)
                     self.term.close()
         return self.outcome
@@ -223,7 +182,7 @@ class Supervisor:
                 self.notify(text)
             case ev.Title(text):
                 if self.cfg.interactive:  # the agent's screen itself is never written to
-                    self._write_own(f"\x1b]0;{self.session.redact(text)}\x07".encode())
+                    self.overlay.title(self.session.redact(text))
             case ev.Save(changes):
                 for name, value in changes.items():
                     setattr(self.state, name, value)
@@ -260,14 +219,7 @@ class Supervisor:
     def _relay(self, data: bytes) -> None:
         if self.term is not None:
             self._write_stdout(data)
-            if (alt := data.rfind(b"\x1b[?1049")) >= 0 and alt + 7 < len(data):
-                self.alt_screen = data[alt + 7] == ord("h")
-            self._tail = data[-TAIL:] if len(data) >= TAIL else (self._tail + data)[-TAIL:]
-            if (self.menu_shown or self._held) and not inside_sequence(self._tail):
-                held, self._held = self._held, b""
-                self._write_stdout(held)
-                if self.menu_shown:  # the agent may have drawn over it
-                    self._draw_menu()
+            self.overlay.relayed(data)
         self.logs.output(data)
         now = self.clock()
         self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
@@ -279,10 +231,7 @@ class Supervisor:
             # Unfinished: go on at the paced time. Finished with more output waiting: soon.
             (self.timers.set if view is None else self.timers.set_min)(Timer.SCREEN, again)
         if view is not None:
-            if view.title != self._agent_title:
-                self._agent_title = view.title
-                if self.too_small:  # the agent set its title over ours: say it again
-                    self._write_own(f"\x1b]0;{self._small_title}\x07".encode())
+            self.overlay.agent_titled(view.title)
             self.tell(ev.Observed(read(self.cfg.rules, view), self.feed.last_output))
 
     def _flush(self) -> None:
@@ -330,60 +279,16 @@ class Supervisor:
         self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal went away"))
 
     def _menu(self, show: bool) -> None:
-        """Draw the Ctrl+C menu on the bottom row, or remove it and have the agent repaint.
-
-        The menu never wraps or scrolls: one form or another fits the width without its
-        last column (writing the bottom-right cell would scroll some terminals), and no
-        newline is written. On close the row is cleared, then the agent is shown one row
-        less and, a moment later, its size again: a size change makes a TUI repaint (a
-        second size change at once would go unnoticed by a CLI that compares sizes).
-        """
-        self.menu_shown = show
+        """The Ctrl+C menu; on close, the agent is shown one row less and, a moment later, its
+        size again: a size change makes a TUI repaint the row the menu covered (a second change
+        at once would go unnoticed by a CLI that compares sizes)."""
         if self.term is None:
             return
-        cols, rows = self.size
-        if show:
-            self._draw_menu()
-            return
-        self._write_own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b8".encode())
-        self.child.set_size(cols, max(1, rows - 1))
-        self.timers.set(Timer.REPAINT, self.clock() + REPAINT_AFTER)
-
-    def _draw_menu(self) -> None:
-        cols, rows = self.size
-        self._write_own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{menu_text(cols)}\x1b[0m\x1b8".encode())
-
-    def _leave_screen(self) -> bytes:
-        """What leaves the terminal sane after the agent, with the cursor on a fresh line below
-        its last frame: where our lines (the exit text, a restart notice) begin."""
-        out = LEAVE_MODES
-        if self.alt_screen:  # its frames go with it; the cursor is back where the agent began
-            return out + b"\x1b[?1049l\r\n\x1b[J"
-        below = self._rows_below_cursor()
-        down = f"\x1b[{below}B" if below else ""  # CUD stops at the bottom row: never scrolls
-        return out + f"{down}\r\n\x1b[J".encode()
-
-    def _rows_below_cursor(self) -> int:
-        """Rows of the agent's frame below its cursor (the bottom of the screen if not known)."""
-        feed = self.feed
-        rest = len(feed.todo) - feed.done + len(feed.backlog)
-        if feed.flooded or rest > SETTLE_AT_END:
-            return self.size[1]
-        if feed.done < len(feed.todo):
-            feed.screen.feed(feed.todo[feed.done :])
-        feed.screen.feed(bytes(feed.backlog))
-        feed.todo, feed.done = b"", 0
-        feed.backlog.clear()
-        view = feed.screen.view()
-        last = max((i for i, line in enumerate(view.lines) if line.strip()), default=0)
-        return max(0, last - view.cursor_row)
-
-    def _write_own(self, data: bytes) -> None:
-        """Bytes of ours for the terminal: now, or once the agent's open escape sequence ended."""
-        if inside_sequence(self._tail):
-            self._held += data
-        else:
-            self._write_stdout(data)
+        self.overlay.menu(show)
+        if not show:
+            cols, rows = self.size
+            self.child.set_size(cols, max(1, rows - 1))
+            self.timers.set(Timer.REPAINT, self.clock() + REPAINT_AFTER)
 
     def _repaint(self) -> None:
         self.child.set_size(*self.size)
@@ -426,33 +331,27 @@ class Supervisor:
         self.feed.resize(*size)
         self.logs.resize(*size)
         self.tell(ev.Resized(*size))
-        if self.menu_shown:
-            self._draw_menu()  # on the new bottom row, in the form that fits
+        self.overlay.resized(size)
         self._check_size()
 
     def _check_size(self) -> None:
-        """A pane too small to read the agent's screen is said in the title, the log and the
-        events (never on the screen), at the start and at each resize; the title keeps saying
-        it (the agent's own titles are answered with it again) until the pane is big enough."""
+        """A pane too small to read the agent's screen is said in the title (until the pane is big
+        enough), the log and the events, never on the screen: at the start and at each resize."""
         if not self.cfg.interactive:
             return
-        cols, rows = self.size
-        small = cols < MIN_COLS or rows < MIN_ROWS
-        if small:
-            self._small_title = f"waaah: pane {cols}x{rows} too small, make it {MIN_COLS}x{MIN_ROWS}+"
-            self._write_own(f"\x1b]0;{self._small_title}\x07".encode())
-        if small == self.too_small and not small:
+        small, changed = self.overlay.check_size()
+        if not small and not changed:
             return
-        if small and not self.too_small:
+        cols, rows = self.size
+        need = f"{MIN_COLS}x{MIN_ROWS}"
+        if small and changed:
             self.logs.notice(
                 f"the pane ({cols}x{rows}) is too small to read the agent's screen; make it at least "
-                f"{MIN_COLS}x{MIN_ROWS}: until then the workflow and nudges may wait"
+                f"{need}: until then the workflow and nudges may wait"
             )
         elif not small:
             self.logs.notice(f"the pane ({cols}x{rows}) is big enough again")
-            self._write_own(f"\x1b]0;{self._agent_title}\x07".encode())
-        self.session.event("pane-size", cols=cols, rows=rows, too_small=small, need=f"{MIN_COLS}x{MIN_ROWS}")
-        self.too_small = small
+        self.session.event("pane-size", cols=cols, rows=rows, too_small=small, need=need)
 
     # -- the agent's end -----------------------------------------------------------------
     def _check_child(self) -> None:
@@ -482,68 +381,3 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         status = self.child.status() if not self.child.alive() else None
         self.tell(ev.ChildExited(status))
-
-
-def menu_text(cols: int) -> str:
-    """The Ctrl+C menu in the longest form that leaves the last column free."""
-    for form in MENU_FORMS:
-        if len(form) < cols:
-            return form
-    return MENU_FORMS[-1][: max(0, cols - 1)]
-
-
-def inside_sequence(tail: bytes) -> bool:
-    """Whether output ending in ``tail`` stopped inside an escape sequence or a UTF-8 character
-    (our own bytes written now would be taken as part of it)."""
-    esc = tail.rfind(b"\x1b")
-    if esc >= 0:
-        rest = tail[esc + 1 :]
-        if not rest:
-            return True
-        if rest[:1] == b"[":  # CSI: parameters and intermediates, then a final byte
-            return not any(0x40 <= b <= 0x7E for b in rest[1:])
-        if rest[:1] in (b"]", b"P", b"_", b"^"):  # OSC, DCS...: until BEL or ST
-            return b"\x07" not in rest
-        if rest[:1] in (b"(", b")", b"*", b"+", b"#", b"%") and len(rest) < 2:
-            return True
-    for back in range(1, min(4, len(tail)) + 1):  # a multi-byte character cut short
-        byte = tail[-back]
-        if byte < 0x80:
-            return False
-        if byte >= 0xC0:
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return back < need
-    return False
-
-
-def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None:
-    """A line of the supervisor's own (``OwnOutput``): the text log; a failure also the events."""
-    logs.notice(str(message.data["text"]))
-    if message.data.get("error"):
-        session.event("internal-error", error=str(message.data["error"]))
-
-
-class Interest:
-    """The events the loop's selector waits for on each fd; the selector hears only of changes.
-
-    The agent's PTY and the terminal change what they wait for as queues fill and empty;
-    asking the selector each time (and registering and unregistering) costs more than the
-    wake-up it serves under a flood of output.
-    """
-
-    def __init__(self, sel: selectors.BaseSelector) -> None:
-        self.sel = sel
-        self.events: dict[int, int] = {}
-
-    def want(self, fd: int, events: int, callback: Callable[[int], None]) -> None:
-        """Make the selector wait for exactly ``events`` on ``fd`` (0: not at all)."""
-        had = self.events.get(fd, 0)
-        if events == had:
-            return
-        if not had:
-            self.sel.register(fd, events, callback)
-        elif events:
-            self.sel.modify(fd, events, callback)
-        else:
-            self.sel.unregister(fd)
-        self.events[fd] = events

@@ -25,6 +25,7 @@ SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most thi
 SCREEN_FLOOD_SHARE = 0.01  # ... and this much once its backlog overflowed, until the output pauses
 SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
 SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
+SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
 
 
 class ScreenFeed:
@@ -92,6 +93,23 @@ class ScreenFeed:
 
     def resize(self, cols: int, rows: int) -> None:
         self.screen.resize(cols, rows)
+
+    def rows_below_cursor(self) -> int:
+        """At the end: rows of the agent's last frame below its cursor (all rows if not known).
+
+        What the model has not taken yet is fed at once, when it is little (a flood's end is
+        not worth the time: then the whole screen is assumed)."""
+        rest = len(self.todo) - self.done + len(self.backlog)
+        if self.flooded or rest > SETTLE_AT_END:
+            return self.screen.size[1]
+        if self.done < len(self.todo):
+            self.screen.feed(self.todo[self.done :])
+        self.screen.feed(bytes(self.backlog))
+        self.todo, self.done = b"", 0
+        self.backlog.clear()
+        view = self.screen.view()
+        last = max((i for i, line in enumerate(view.lines) if line.strip()), default=0)
+        return max(0, last - view.cursor_row)
 
     def _pace(self, work: float) -> None:
         """After ``work`` seconds of pyte: while the agent is writing, pause in proportion."""

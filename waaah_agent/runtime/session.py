@@ -44,12 +44,12 @@ from waaah_agent.errors import (
     storage_error,
 )
 from waaah_agent.runtime import clis, mcp_setup, reaper, report
-from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
+from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
-from waaah_agent.runtime.loop import LoopConfig, Supervisor, record_own
+from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.signals import signal_pipe

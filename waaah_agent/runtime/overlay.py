@@ -1,0 +1,152 @@
+"""What the supervisor itself puts on the user's terminal, around the agent's screen.
+
+The agent's screen is the user's terminal: the supervisor writes only the Ctrl+C menu (on the
+bottom row, in the form that fits, never wrapping or scrolling), terminal titles (a usage-limit
+wait, a login it waits for, a pane too small to read) and, at the end, what leaves the terminal
+sane with the cursor on a fresh line below the agent's last frame. None of it is ever written
+inside one of the agent's escape sequences or UTF-8 characters: it waits for the sequence to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# The Ctrl+C menu, longest first: the first that fits the width without its last column.
+MENU_FORMS = (
+    " waaah: [c] continue   [s] save and exit   [p] pass Ctrl+C to the agent ",
+    " waaah: [c]ontinue [s]ave+exit [p]ass ^C ",
+    " [c] [s] [p] ",
+)
+TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
+# At the end, the modes a CLI may leave on: attributes, a hidden cursor, no autowrap, a scroll
+# region, bracketed paste, mouse reports, focus events, application keys, the kitty keyboard.
+LEAVE_MODES = (
+    b"\x1b[0m\x1b[?25h\x1b[?7h\x1b7\x1b[r\x1b8\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l"
+    b"\x1b[?1006l\x1b[?1004l\x1b[?1l\x1b>\x1b[<u"
+)
+# The smallest pane whose screen the rules can read: the input box and its placeholder on one
+# row (gemini's box and hint need ~40 columns) and the bottom rows a dialog or footer takes.
+MIN_COLS, MIN_ROWS = 40, 12
+
+
+class Overlay:
+    """The supervisor's own bytes for the terminal, kept out of the agent's sequences."""
+
+    def __init__(self, write: Callable[[bytes], None], size: tuple[int, int]) -> None:
+        self.write = write  # to the terminal (its queue)
+        self.size = size
+        self.menu_shown = False
+        self.tail = b""  # the end of the last output relayed (is an escape sequence open?)
+        self.held = b""  # our own bytes, held until the agent's open escape sequence ends
+        self.alt_screen = False  # the agent is on the alternate screen (it sent CSI ?1049h)
+        self.too_small = False  # the pane is too small to read the agent's screen (title says so)
+        self.small_title = ""
+        self.agent_title = ""
+
+    def relayed(self, data: bytes) -> None:
+        """The agent's ``data`` just went to the terminal: what of ours waited may follow."""
+        if (alt := data.rfind(b"\x1b[?1049")) >= 0 and alt + 7 < len(data):
+            self.alt_screen = data[alt + 7] == ord("h")
+        self.tail = data[-TAIL:] if len(data) >= TAIL else (self.tail + data)[-TAIL:]
+        if (self.menu_shown or self.held) and not inside_sequence(self.tail):
+            held, self.held = self.held, b""
+            self.write(held)
+            if self.menu_shown:  # the agent may have drawn over it
+                self.draw_menu()
+
+    def own(self, data: bytes) -> None:
+        """Bytes of ours: now, or once the agent's open escape sequence ended."""
+        if inside_sequence(self.tail):
+            self.held += data
+        else:
+            self.write(data)
+
+    def title(self, text: str) -> None:
+        self.own(f"\x1b]0;{text}\x07".encode())
+
+    def agent_titled(self, title: str) -> None:
+        """The agent set its own title: over a small pane's warning, say that again."""
+        if title != self.agent_title:
+            self.agent_title = title
+            if self.too_small:
+                self.title(self.small_title)
+
+    # -- the Ctrl+C menu --------------------------------------------------------------------
+    def menu(self, show: bool) -> None:
+        """Draw the menu on the bottom row, or clear that row (the caller has the agent repaint).
+
+        The menu never wraps or scrolls: one form or another fits the width without its last
+        column (writing the bottom-right cell would scroll some terminals), and no newline is
+        written.
+        """
+        self.menu_shown = show
+        if show:
+            self.draw_menu()
+        else:
+            self.own(f"\x1b7\x1b[{self.size[1]};1H\x1b[2K\x1b8".encode())
+
+    def draw_menu(self) -> None:
+        cols, rows = self.size
+        self.own(f"\x1b7\x1b[{rows};1H\x1b[2K\x1b[7m{menu_text(cols)}\x1b[0m\x1b8".encode())
+
+    def resized(self, size: tuple[int, int]) -> None:
+        self.size = size
+        if self.menu_shown:
+            self.draw_menu()  # on the new bottom row, in the form that fits
+
+    # -- a pane too small ------------------------------------------------------------------
+    def check_size(self) -> tuple[bool, bool]:
+        """(too small now, changed since last time); the title says so while it is too small."""
+        cols, rows = self.size
+        small = cols < MIN_COLS or rows < MIN_ROWS
+        if small:
+            self.small_title = f"waaah: pane {cols}x{rows} too small, make it {MIN_COLS}x{MIN_ROWS}+"
+            self.title(self.small_title)
+        changed = small != self.too_small
+        if changed and not small:
+            self.title(self.agent_title)
+        self.too_small = small
+        return small, changed
+
+    # -- the end ---------------------------------------------------------------------------
+    def leave(self, rows_below_cursor: int) -> bytes:
+        """What leaves the terminal sane after the agent, with the cursor on a fresh line below
+        its last frame: where our lines (the exit text, a restart notice) begin."""
+        out = self.held + LEAVE_MODES
+        self.held = b""
+        if self.alt_screen:  # its frames go with it; the cursor is back where the agent began
+            return out + b"\x1b[?1049l\r\n\x1b[J"
+        down = f"\x1b[{rows_below_cursor}B" if rows_below_cursor else ""  # CUD never scrolls
+        return out + f"{down}\r\n\x1b[J".encode()
+
+
+def menu_text(cols: int) -> str:
+    """The Ctrl+C menu in the longest form that leaves the last column free."""
+    for form in MENU_FORMS:
+        if len(form) < cols:
+            return form
+    return MENU_FORMS[-1][: max(0, cols - 1)]
+
+
+def inside_sequence(tail: bytes) -> bool:
+    """Whether output ending in ``tail`` stopped inside an escape sequence or a UTF-8 character
+    (our own bytes written now would be taken as part of it)."""
+    esc = tail.rfind(b"\x1b")
+    if esc >= 0:
+        rest = tail[esc + 1 :]
+        if not rest:
+            return True
+        if rest[:1] == b"[":  # CSI: parameters and intermediates, then a final byte
+            return not any(0x40 <= b <= 0x7E for b in rest[1:])
+        if rest[:1] in (b"]", b"P", b"_", b"^"):  # OSC, DCS...: until BEL or ST
+            return b"\x07" not in rest
+        if rest[:1] in (b"(", b")", b"*", b"+", b"#", b"%") and len(rest) < 2:
+            return True
+    for back in range(1, min(4, len(tail)) + 1):  # a multi-byte character cut short
+        byte = tail[-back]
+        if byte < 0x80:
+            return False
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return back < need
+    return False
