@@ -16,7 +16,7 @@ from waaah_agent.core.failures import classify
 from waaah_agent.core.streams import Tokens
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import oneshot
-from waaah_agent.runtime.session import pick_adapter
+from waaah_agent.runtime.startup import pick_adapter
 
 CLIS = ("codex", "opencode")
 ANSWER = (123, 45, 7, 168)  # the fake's usage of one model call: input, output, cached, total

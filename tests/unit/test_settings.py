@@ -14,8 +14,8 @@ from waaah_agent.core.backoff import BackoffConfig
 from waaah_agent.core.failures import ErrorType
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.errors import RUN_EXIT_BY_TYPE, ExitCode, UsageError, exit_codes, run_exit_code
-from waaah_agent.runtime.oneshot import RunOptions
-from waaah_agent.runtime.session import AgentOptions
+from waaah_agent.runtime.run_io import RunOptions
+from waaah_agent.runtime.startup import AgentOptions
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.errors import UsageError, WorkflowNotFound
-from waaah_agent.runtime import clis
+from waaah_agent.runtime import breakers, clis
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
@@ -84,12 +84,11 @@ def check_breaker(name: str) -> Check:
     import time
 
     from waaah_agent.core.resilience import BreakerState
-    from waaah_agent.runtime import runlog
 
-    store = runlog.BreakerStore()
+    store = breakers.BreakerStore()
     breaker = store.get(name)
     now = time.time()
-    line = runlog.breaker_line(name, breaker, now)
+    line = breakers.breaker_line(name, breaker, now)
     if breaker.state(now) is BreakerState.CLOSED:
         return Check(f"{name} run breaker", "ok", line)
     return Check(

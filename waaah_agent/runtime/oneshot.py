@@ -16,7 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -27,14 +27,20 @@ from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.resilience import Breaker, RetryConfig, next_step
+from waaah_agent.core.resilience import Breaker, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code, storage_error
-from waaah_agent.runtime import cli_env, runlog
+from waaah_agent.runtime import breakers, cli_env, runlog
 from waaah_agent.runtime.headless import Interrupted, InterruptedRun, Outcome, run_cli
-from waaah_agent.runtime.safe_read import read_head
-from waaah_agent.runtime.session import find_binary, not_executable_message
-from waaah_agent.runtime.store import atomic_write
+from waaah_agent.runtime.run_io import (
+    InvalidPrompt,
+    RunOptions,
+    add_context,
+    input_envelope,
+    read_prompt,
+    show,
+)
+from waaah_agent.runtime.startup import find_binary, not_executable_message
 from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
@@ -43,27 +49,6 @@ ARGV_PROMPT_LIMIT = 30 * 1024
 PROMPT_CAP = 8 * 1024 * 1024
 #: At most this much of a context file is read (it is cut to present.CONTEXT_CAP anyway).
 CONTEXT_READ_CAP = 4 * present.CONTEXT_CAP
-
-
-class InvalidPrompt(UsageError):
-    """A prompt no CLI can be given (a NUL byte, too big): an ``invalid_input`` envelope."""
-
-
-@dataclass
-class RunOptions:
-    prompt: str | None = None  # None: read it from stdin
-    agent: str | None = None
-    model: str | None = None
-    session: str | None = None
-    parent: str | None = None
-    timeout: float = settings.RUN_TIMEOUT
-    fallback: list[str] = field(default_factory=list)
-    context: Path | None = None
-    format: str = "json"
-    extra_args: list[str] = field(default_factory=list)
-    workspace: Path | None = None
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,92 +90,6 @@ def pick(name: str) -> tuple[Adapter, Headless]:
     if adapter.headless is None:
         raise UsageError(f"{name} has no headless mode; choose one of: {', '.join(headless_ones)}")
     return adapter, adapter.headless
-
-
-def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
-    """The prompt from the argument or stdin. Invalid UTF-8 is decoded with U+FFFD in place of
-    each bad byte and a warning; a NUL byte or more than PROMPT_CAP bytes is refused."""
-    if opts.prompt is not None and opts.prompt != "-":
-        source = "the prompt argument"
-        # Python hands undecodable argv bytes over as surrogates: back to bytes, then decoded.
-        data = opts.prompt.encode("utf-8", "surrogateescape")
-    elif stdin.isatty():
-        raise UsageError('no prompt: give it as an argument (waaah run "...") or on stdin')
-    else:
-        source = "the prompt on stdin"
-        raw = getattr(stdin, "buffer", None)
-        data = raw.read(PROMPT_CAP + 1) if raw is not None else stdin.read(PROMPT_CAP + 1).encode("utf-8")
-    if len(data) > PROMPT_CAP:
-        raise InvalidPrompt(
-            f"{source} is more than {PROMPT_CAP:,} bytes; put the rest in a file the CLI can read"
-        )
-    prompt = decoded(data, source, warnings)
-    if not prompt.strip():
-        raise UsageError("the prompt is empty")
-    refuse_nul(prompt, source)
-    return prompt
-
-
-def decoded(data: bytes, source: str, warnings: list[str]) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        warnings.append(
-            f"{source} is not valid UTF-8 (byte {data[err.start]:#04x} at offset {err.start}); "
-            "each invalid byte was replaced with U+FFFD"
-        )
-        return data.decode("utf-8", "replace")
-
-
-def refuse_nul(text: str, source: str) -> None:
-    at = text.find("\x00")
-    if at >= 0:
-        raise InvalidPrompt(
-            f"{source} holds a NUL byte (character {at}), which no CLI can be given; remove it "
-            "(e.g. tr -d '\\0')"
-        )
-
-
-def add_context(prompt: str, opts: RunOptions, workspace: Path, warnings: list[str]) -> tuple[str, str]:
-    path = opts.context
-    if path is None:
-        default = workspace / "CONTEXT.md"
-        if not (default.exists() or default.is_symlink()):
-            return prompt, ""
-        path = default
-    try:
-        data, size = read_head(path, CONTEXT_READ_CAP)
-    except OSError as err:
-        raise UsageError(f"cannot read the context file {path}: {err.strerror or err}") from None
-    source = f"the context file {path}"
-    complete = size <= CONTEXT_READ_CAP
-    text = decoded(data, source, warnings) if complete else data.decode("utf-8", "replace")
-    refuse_nul(text[: present.CONTEXT_CAP], source)  # what is past the cap is not sent
-    return present.with_context(prompt, text, path.name, total=size), str(path)
-
-
-def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:
-    """The envelope of a run refused before any CLI started (invalid input)."""
-    return {
-        "version": present.ENVELOPE_VERSION,
-        "ok": False,
-        "response": "",
-        "agent": agent,
-        "model": model or "",
-        "session_id": "",
-        "parent_id": None,
-        "log_id": None,
-        "log_path": None,
-        "duration_ms": 0,
-        "tokens": Tokens().to_json(),
-        "tool_activity": StreamSummary().tools.to_json(),
-        "attempts": [],
-        "fallback_chain": [],
-        "exit_code": run_exit_code(F.INVALID_INPUT),
-        "error": error,
-        "error_type": F.INVALID_INPUT,
-        "recoverable": False,
-    }
 
 
 def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
@@ -302,7 +201,7 @@ class _Run:
         self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
         self.deadline, self.log_id, self.resume_id = deadline, log_id, resume_id
         self.resuming = bool(resume_id)
-        self.breakers = runlog.BreakerStore(redact=redact)
+        self.breakers = breakers.BreakerStore(redact=redact)
         self.attempts: list[Attempt] = []
         self.tried: list[str] = []
         self.tokens = Tokens()
@@ -355,7 +254,7 @@ class _Run:
         now = time.time()
         breaker = self.breaker(name)
         if not breaker.allows(now):
-            message = runlog.breaker_line(name, breaker, now)
+            message = breakers.breaker_line(name, breaker, now)
             self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
             self.log.write("attempt_skipped", agent=name, reason=message)
             self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
@@ -588,34 +487,6 @@ def _sleep(seconds: float) -> None:
 
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
-
-
-def show(
-    envelope: dict[str, Any], stderr: str, fmt: str, log_path: Path, out: IO[str], redact: Redactor
-) -> None:
-    if fmt == "text":
-        text = present.plain_text(envelope)
-        out.write(text + ("" if text.endswith("\n") or not text else "\n"))
-    elif fmt == "llm":
-
-        def save(full: str) -> str:
-            path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
-            try:
-                atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
-            except OSError as err:
-                return f"nowhere ({storage_error(err, path, 'write')})"
-            return str(path)
-
-        out.write(present.llm_text(envelope, redact(stderr), save) + "\n")
-    else:
-        out.write(present.json_text(envelope) + "\n")
-    out.flush()
-
-
-def check_format(fmt: str) -> str:
-    if fmt not in ("json", "text", "llm"):
-        raise UsageError(f"unknown format '{fmt}'; choose json, text or llm")
-    return fmt
 
 
 def interrupt_on_sigterm() -> None:

@@ -1,0 +1,143 @@
+"""The parser's side of the command line: arguments after `--`, `--resume [ID]`, choices and
+ranges checked as the options are read, and `--version`. settings.py still resolves the environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+from waaah_agent import adapters
+
+FORMATS = ("json", "text", "llm")
+CLI_ARGS = "waaah.cli_args"  # ctx.meta key: what came after `--`
+RESUME_ID = "waaah.resume_id"  # ctx.meta key: the session `--resume ID` names
+
+
+class PassThrough(TyperCommand):
+    """A command whose arguments after the first `--` go to the agent CLI unchanged. Before it,
+    an unknown option (or a stray argument) is a usage error, as with any other command."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[CLI_ARGS] = args[at + 1 :]
+            args = args[:at]
+        else:
+            ctx.meta[CLI_ARGS] = []
+        # `--resume` is a flag that may name a session: the word after it (not an option) is the id.
+        if "--resume" in args and any(p.name == "resume" for p in self.params):
+            at = args.index("--resume") + 1
+            if at < len(args) and not args[at].startswith("-"):
+                ctx.meta[RESUME_ID] = args[at]
+                args = args[:at] + args[at + 1 :]
+        return list(super().parse_args(ctx, args))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- CLI_ARGS...]"]
+
+
+def _cli_args(ctx: typer.Context) -> list[str]:
+    return list(ctx.meta.get(CLI_ARGS, []))
+
+
+# ----- validation of choices and ranges (the parser's; settings.py resolves the environment) -----
+
+
+def _from_env(ctx: typer.Context, param: typer.CallbackParam) -> bool:
+    source = ctx.get_parameter_source(param.name or "")
+    return getattr(source, "name", "") == "ENVIRONMENT"
+
+
+def _one_of(value: str, names: list[str]) -> str:
+    if value not in names:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
+    return value
+
+
+def _headless_names() -> list[str]:
+    return sorted(n for n, a in adapters.registry().items() if a.headless)
+
+
+def _interactive_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`waaah agent --start`: a CLI it can supervise. A headless-only one (codex) passes, for the
+    start to say where it runs instead (runtime/session.py, one line, exit 2)."""
+    known = adapters.registry()
+    if value is None or (value in known and not known[value].interactive):
+        return value
+    return _one_of(value, adapters.names())
+
+
+def _headless_one(value: str) -> str:
+    known = adapters.registry()
+    if value in known and known[value].headless is None:
+        raise typer.BadParameter(
+            f"{value} has no headless mode; choose one of: {', '.join(_headless_names())}"
+        )
+    return _one_of(value, _headless_names())
+
+
+def _headless_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`waaah run --agent` (or its variable, which settings.py resolves: None here)."""
+    if value is None:
+        return None
+    from_env = _from_env(ctx, param)
+    try:
+        _headless_one(value)
+    except typer.BadParameter as bad:  # name the variable only when the value came from it
+        where = f" (env var: '{param.envvar}')" if from_env else ""
+        raise typer.BadParameter(bad.message, param_hint=f"'--agent'{where}") from None
+    return None if from_env else value
+
+
+def _headless_list(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """`--fallback A,B`: each one a headless CLI."""
+    for name in (value or "").split(","):
+        if name.strip():
+            _headless_one(name.strip())
+    return value
+
+
+def _any_clis(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str] | None:
+    for name in value or []:
+        _one_of(name, adapters.all_names())
+    return value
+
+
+def _format(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    return _one_of(value, list(FORMATS))
+
+
+def _flag_only(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """An option whose variable is declared for --help: settings.py resolves the variable (the
+    flag, else the variable, else the default), so here only a value given as a flag counts."""
+    return None if _from_env(ctx, param) else value
+
+
+def _at_least(low: float, *, strict: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None and (value <= low if strict else value < low):
+            bound = f"more than {low:g}" if strict else f"{low:g} or more"
+            raise typer.BadParameter(f"{value:g} is not {bound}")
+        return value
+
+    return check
+
+
+POSITIVE = _at_least(0, strict=True)
+NOT_NEGATIVE = _at_least(0, strict=False)
+ALL_CLIS = f"[{'|'.join(adapters.all_names())}]"
+HEADLESS_CLIS = f"[{'|'.join(_headless_names())}]"
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version("waaah-agent")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        print(f"waaah {version}")
+        raise typer.Exit()

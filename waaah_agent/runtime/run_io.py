@@ -1,0 +1,161 @@
+"""What `waaah run` reads and prints: the prompt (argv or stdin; NUL refused, invalid UTF-8
+replaced and reported), the context put before it, and the envelope as json, text or llm."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from waaah_agent import settings
+from waaah_agent.core import failures as F
+from waaah_agent.core import present
+from waaah_agent.core.redact import Redactor
+from waaah_agent.core.resilience import RetryConfig
+from waaah_agent.core.streams import StreamSummary, Tokens
+from waaah_agent.errors import UsageError, run_exit_code, storage_error
+from waaah_agent.runtime.safe_read import read_head
+from waaah_agent.runtime.store import atomic_write
+
+#: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
+ARGV_PROMPT_LIMIT = 30 * 1024
+#: A prompt (stdin or argument) longer than this (bytes) is refused.
+PROMPT_CAP = 8 * 1024 * 1024
+#: At most this much of a context file is read (it is cut to present.CONTEXT_CAP anyway).
+CONTEXT_READ_CAP = 4 * present.CONTEXT_CAP
+
+
+@dataclass
+class RunOptions:
+    prompt: str | None = None  # None: read it from stdin
+    agent: str | None = None
+    model: str | None = None
+    session: str | None = None
+    parent: str | None = None
+    timeout: float = settings.RUN_TIMEOUT
+    fallback: list[str] = field(default_factory=list)
+    context: Path | None = None
+    format: str = "json"
+    extra_args: list[str] = field(default_factory=list)
+    workspace: Path | None = None
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
+
+
+class InvalidPrompt(UsageError):
+    """A prompt no CLI can be given (a NUL byte, too big): an ``invalid_input`` envelope."""
+
+
+def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
+    """The prompt from the argument or stdin. Invalid UTF-8 is decoded with U+FFFD in place of
+    each bad byte and a warning; a NUL byte or more than PROMPT_CAP bytes is refused."""
+    if opts.prompt is not None and opts.prompt != "-":
+        source = "the prompt argument"
+        # Python hands undecodable argv bytes over as surrogates: back to bytes, then decoded.
+        data = opts.prompt.encode("utf-8", "surrogateescape")
+    elif stdin.isatty():
+        raise UsageError('no prompt: give it as an argument (waaah run "...") or on stdin')
+    else:
+        source = "the prompt on stdin"
+        raw = getattr(stdin, "buffer", None)
+        data = raw.read(PROMPT_CAP + 1) if raw is not None else stdin.read(PROMPT_CAP + 1).encode("utf-8")
+    if len(data) > PROMPT_CAP:
+        raise InvalidPrompt(
+            f"{source} is more than {PROMPT_CAP:,} bytes; put the rest in a file the CLI can read"
+        )
+    prompt = decoded(data, source, warnings)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    refuse_nul(prompt, source)
+    return prompt
+
+
+def decoded(data: bytes, source: str, warnings: list[str]) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        warnings.append(
+            f"{source} is not valid UTF-8 (byte {data[err.start]:#04x} at offset {err.start}); "
+            "each invalid byte was replaced with U+FFFD"
+        )
+        return data.decode("utf-8", "replace")
+
+
+def refuse_nul(text: str, source: str) -> None:
+    at = text.find("\x00")
+    if at >= 0:
+        raise InvalidPrompt(
+            f"{source} holds a NUL byte (character {at}), which no CLI can be given; remove it "
+            "(e.g. tr -d '\\0')"
+        )
+
+
+def add_context(prompt: str, opts: RunOptions, workspace: Path, warnings: list[str]) -> tuple[str, str]:
+    path = opts.context
+    if path is None:
+        default = workspace / "CONTEXT.md"
+        if not (default.exists() or default.is_symlink()):
+            return prompt, ""
+        path = default
+    try:
+        data, size = read_head(path, CONTEXT_READ_CAP)
+    except OSError as err:
+        raise UsageError(f"cannot read the context file {path}: {err.strerror or err}") from None
+    source = f"the context file {path}"
+    complete = size <= CONTEXT_READ_CAP
+    text = decoded(data, source, warnings) if complete else data.decode("utf-8", "replace")
+    refuse_nul(text[: present.CONTEXT_CAP], source)  # what is past the cap is not sent
+    return present.with_context(prompt, text, path.name, total=size), str(path)
+
+
+def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:
+    """The envelope of a run refused before any CLI started (invalid input)."""
+    return {
+        "version": present.ENVELOPE_VERSION,
+        "ok": False,
+        "response": "",
+        "agent": agent,
+        "model": model or "",
+        "session_id": "",
+        "parent_id": None,
+        "log_id": None,
+        "log_path": None,
+        "duration_ms": 0,
+        "tokens": Tokens().to_json(),
+        "tool_activity": StreamSummary().tools.to_json(),
+        "attempts": [],
+        "fallback_chain": [],
+        "exit_code": run_exit_code(F.INVALID_INPUT),
+        "error": error,
+        "error_type": F.INVALID_INPUT,
+        "recoverable": False,
+    }
+
+
+def show(
+    envelope: dict[str, Any], stderr: str, fmt: str, log_path: Path, out: IO[str], redact: Redactor
+) -> None:
+    if fmt == "text":
+        text = present.plain_text(envelope)
+        out.write(text + ("" if text.endswith("\n") or not text else "\n"))
+    elif fmt == "llm":
+
+        def save(full: str) -> str:
+            path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
+            try:
+                atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
+            except OSError as err:
+                return f"nowhere ({storage_error(err, path, 'write')})"
+            return str(path)
+
+        out.write(present.llm_text(envelope, redact(stderr), save) + "\n")
+    else:
+        out.write(present.json_text(envelope) + "\n")
+    out.flush()
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in ("json", "text", "llm"):
+        raise UsageError(f"unknown format '{fmt}'; choose json, text or llm")
+    return fmt
