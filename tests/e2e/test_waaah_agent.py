@@ -7,6 +7,7 @@ configures itself (gemini: its user settings; claude: a per-run --mcp-config).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
 from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state, state_or_none
+from waaah_agent.core.screen import Screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -195,6 +197,8 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
         env = cli_env(cli, tmp_path / "home", ws, model.url)
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+        shown = Collector()
+        child.logfile_read = shown
         child.expect("LOOP-TURN-DONE")
         first = state(ws)
         pump_until(child, lambda: continue_requests(model), 30)  # the conversation is under way
@@ -207,11 +211,55 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
         restart = [e for e in events(ws) if e["event"] == "restart"]
         assert "SIGKILL" in restart[0]["after"]
         pump_until(child, lambda: len(continue_requests(model)) > before, 90)
+        # The restart notice was taken back: the agent's screen holds only the agent's output.
+        screen = Screen(120, 40)
+        screen.feed(bytes(shown.data))
+        assert "[waaah]" not in (text := screen.view().text()), text
         history = json.dumps(continue_requests(model)[-1]["body"])
         assert "LOOP-TURN-DONE" in history, "the request after the restart carries the earlier conversation"
         assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
         assert_tokens_of_every_reply(ws, model)
+
+
+def test_a_freeze_right_after_a_wait_is_a_stall_then_a_native_resume(cli, tmp_path):
+    """The wait returns, the agent's whole process group is stopped (SIGSTOP) before it prints
+    anything more: Esc after the stall timeout, a restart after the grace, the same conversation."""
+    script = [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
+        Rule(ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="register_agent"),
+        Rule(Text("AFTER-THE-WAIT", delay=120), tool_result="wait_for_prompt"),  # never in time
+        Rule(Text("CONTINUED-ANSWER"), marker=CONTINUE_MARKER),
+    ]
+    ws = workspace_for(tmp_path)
+    with FakeModel(script, default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}", "--stall-timeout", "4")
+
+        def wait_ended() -> bool:
+            return any(
+                e.get("tool") == "wait_for_prompt" and e["event"] == "tool_end" for e in inbox_lines(ws)
+            )
+
+        pump_until(child, wait_ended, 90)
+        first = state(ws)
+        os.killpg(first["agent_pid"], signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            pump_until(child, lambda: any(e["event"] == "stall" for e in events(ws)), 60)
+            esc_after = time.monotonic() - frozen
+            pump_until(child, lambda: (st := state(ws))["restarts"] == 1 and st["status"] == "running", 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(first["agent_pid"], signal.SIGCONT)
+        assert 3 <= esc_after <= 30, esc_after
+        restart = [e for e in events(ws) if e["event"] == "restart"]
+        assert "stalled" in restart[0]["after"], restart
+        again = state(ws)
+        assert resumed_with(again["argv"]) == first["native_session_id"]
+        pump_until(child, lambda: continue_requests(model), 90)  # back in its loop's conversation
+        assert len(workflow_requests(model)) == 1
+        assert save_and_exit(child) == 0
 
 
 def assert_tokens_of_every_reply(ws, model) -> None:

@@ -257,6 +257,42 @@ def test_a_hang_gets_esc_then_a_restart_with_native_resume_and_the_continue_prom
     assert night.pastes()[-1] == CONTINUE_PROMPT
 
 
+def test_a_freeze_right_after_a_wait_returned_is_a_stall():
+    """The wait ends, the agent prints nothing more: the screen is looked at again, the clock runs."""
+    night = Night(policy=PolicyConfig(stall_timeout=60, stall_grace=30))
+    night.start()
+    night.run_until(100)
+    assert night.cli.in_wait
+    night.cli.hung = True  # frozen the moment the wait returns: no output, no tap, no hook
+    night.wait_ends("idle")
+    ended = night.t
+    night.run_until(ended + 200)
+    assert night.records("stall") == [{"action": "esc", "minutes": 1.0}]
+    esc_at = next(t for t, _, acts in night.log for a in acts if isinstance(a, ev.Type) and a.data == b"\x1b")
+    assert ended + 60 <= esc_at <= ended + 61
+    stop = night.actions(ev.Finish)[0].outcome
+    assert stop.reason is ev.StopReason.STALLED and night.runs == 2
+
+
+def test_a_wait_is_exempt_only_for_the_tool_s_own_timeout():
+    night = Night(policy=PolicyConfig(stall_timeout=60, stall_grace=30, wait_timeout=330))
+    night.cli.wait_timeout = 10_000.0  # the call never comes back (a lost response, a dead proxy)
+    night.start()
+    night.run_until(100)
+    started = max(night.machine.waits_in_flight.values())
+    night.run_until(started + 330 + 59)
+    assert night.records("stall") == []  # a long wait sits still legitimately
+    night.run_until(started + 330 + 61)
+    assert night.records("stall") == [{"action": "esc", "minutes": 1.0}]
+
+
+def test_an_agent_alive_in_its_loop_is_never_a_stall():
+    night = Night(policy=PolicyConfig(stall_timeout=60, stall_grace=30))
+    night.start()
+    night.run_until(4 * HOUR)  # 290 s waits back to back, each a minute past the stall timeout
+    assert night.cli.waiting > 40 and night.records("stall") == [] and night.runs == 1
+
+
 def test_a_whole_night_in_well_under_a_second():
     """Eight hours: tasks, loop exits, ignored nudges, a crash, a hang, a limit, an eviction, a draft."""
     started = time.perf_counter()

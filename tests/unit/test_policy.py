@@ -126,15 +126,23 @@ def test_a_whole_night_of_an_agent_that_keeps_leaving_the_loop():
     assert len(nudges) < 80  # about one every 10 minutes once backed off, not a flood
 
 
-def test_stall_esc_then_restart_and_long_polls_are_not_stalls():
+def test_stall_esc_then_restart_and_only_while_progress_is_expected():
     s = StallWatch(PolicyConfig(stall_timeout=900, stall_grace=30))
     screen = "⠋ Thinking... (esc to cancel, 12s)"
-    assert s.observe(0, True, screen, False) is None
-    assert s.observe(899, True, screen.replace("12", "911"), False) is None
-    assert s.observe(900, True, screen, False) == "esc"
-    assert s.observe(920, True, screen, False) is None
-    assert s.observe(931, True, screen, False) == "restart"
+    assert s.observe(0, True, screen) is None
+    assert s.next_verdict() == 900
+    assert s.observe(899, True, screen.replace("12", "911")) is None
+    assert s.observe(900, True, screen) == "esc"
+    assert s.next_verdict() == 930
+    assert s.observe(920, True, screen) is None
+    assert s.observe(931, True, screen) == "restart"
     w = StallWatch(PolicyConfig(stall_timeout=900))
-    assert w.observe(0, True, "tool box", True) is None
-    assert w.observe(5000, True, "tool box", True) is None  # inside wait_for_prompt: fine
+    assert w.observe(0, False, "tool box") is None
+    assert w.observe(5000, False, "tool box") is None  # not expected to move (a wait, a dialog)
+    assert w.next_verdict() is None
+    assert w.observe(5001, True, "tool box") is None  # expected from now on: the clock starts here
+    assert w.observe(5900, True, "tool box") is None
+    w.saw_activity(5900)  # an MCP call or a hook: alive
+    assert w.observe(6799, True, "tool box") is None
+    assert w.observe(6800, True, "tool box") == "esc"
     assert fingerprint("⠙ 1s") == fingerprint("⠹ 2s")

@@ -101,7 +101,8 @@ class Machine:
         self.stall = StallWatch(cfg.policy) if cfg.policy else None
         self.due: dict[Due, float] = {}
         self.state = AgentState.STARTING
-        self.waits_in_flight: set[tuple[int, int]] = set()
+        self.waits_in_flight: dict[tuple[int, int], float] = {}  # (proxy pid, call id) -> started
+        self.past_start = False  # the CLI has shown its prompt or worked in this run
         self.last_output = now
         self.last_user_input: float | None = None
         self.last_reading = Reading()
@@ -215,6 +216,8 @@ class Machine:
         if state is not self.state:
             self._record("state", state=state.value, previous=self.state.value, evidence=why)
             self.state = state
+        if state in (AgentState.BUSY, AgentState.TOOL, AgentState.READY):
+            self.past_start = True
         if state in (AgentState.BUSY, AgentState.TOOL):
             self.worked = True
         elif state is AgentState.READY and self.worked:  # a turn ended (even via a screen in between)
@@ -324,13 +327,33 @@ class Machine:
             self.saved = Saved(self.saved.workflow_delivered, self.saved.limit_until, text)
             self._emit(Save({"next_heartbeat": text}))
 
+    def _progress_expected(self, now: float, state: AgentState) -> bool:
+        """Should the agent be making progress now (so an unchanged screen is a stall)?
+
+        Busy, yes. Inside wait_for_prompt, no, but only for as long as the tool's own timeout:
+        a wait that never returns is a hang too. After a wait returned, the screen is looked at
+        again: busy, or neither ready nor any screen that needs a person (a freeze between two
+        waits shows just that), is a stall once it has lasted.
+        """
+        assert self.stall is not None
+        if self.waits_in_flight:
+            return now >= max(self.waits_in_flight.values()) + self.stall.config.wait_timeout
+        if state in (AgentState.BUSY, AgentState.TOOL):
+            return True
+        return state is AgentState.STARTING and self.past_start
+
     def _check_stall(self, now: float, state: AgentState, reading: Reading) -> None:
         if self.stall is None or self.stopping is not None:
             return
-        busy = state is AgentState.BUSY
-        verdict = self.stall.observe(now, busy, reading.fingerprint, bool(self.waits_in_flight))
-        if busy:
-            self.due[Due.STALL] = min(now + STALL_LOOK, self.due.get(Due.STALL, now + STALL_LOOK))
+        expected = self._progress_expected(now, state)
+        verdict = self.stall.observe(now, expected, reading.fingerprint)
+        due = self.stall.next_verdict()
+        if due is not None:
+            due = min(due, now + STALL_LOOK)
+        elif self.waits_in_flight:  # look again when the wait's exemption ends
+            due = max(self.waits_in_flight.values()) + self.stall.config.wait_timeout
+        if due is not None:
+            self.due[Due.STALL] = min(due, self.due.get(Due.STALL, due))
         if verdict is StallVerdict.ESC:
             self._record("stall", action="esc", minutes=self.stall.config.stall_timeout / 60)
             self._notice("busy with nothing changing: sending Esc")
@@ -436,11 +459,16 @@ class Machine:
         if tap.tool == "wait_for_prompt":
             call = (tap.pid, tap.call_id)
             if tap.event is TapEvent.START:
-                self.waits_in_flight.add(call)
+                self.waits_in_flight[call] = now
                 if self.nudger is not None:
                     self.nudger.saw_wait()
+                if self.stall is not None:  # exempt from stalls until the tool's own timeout
+                    self._look(now + self.stall.config.wait_timeout)
             else:
-                self.waits_in_flight.discard(call)
+                self.waits_in_flight.pop(call, None)
+                # The screen may have been read while the wait was still in flight: read it
+                # again, so a freeze right after the wait is seen (and the stall clock runs).
+                self._look(now)
         if tap.outcome is TapOutcome.EVICT:
             action = tap.evict_action or "SHUTDOWN"
             reason = StopReason.EVICT if action == "SHUTDOWN" else StopReason.RESTART

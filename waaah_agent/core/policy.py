@@ -54,6 +54,8 @@ class PolicyConfig:
     human_grace: float = 60.0  # no nudge this long after the user typed
     stall_timeout: float = 900.0  # busy with an unchanged screen this long: Esc
     stall_grace: float = 30.0  # still stalled this long after Esc: restart
+    wait_timeout: float = 330.0  # a wait_for_prompt call is exempt from stalls this long (the
+    # server caps a wait at 300 s; the rest is the call's way there and back)
 
 
 @dataclass(frozen=True)
@@ -132,25 +134,33 @@ class Nudger:
 
 
 class StallWatch:
-    """Busy, yet nothing changes for a long time: Esc, then (still stuck) a restart."""
+    """The agent should be making progress, yet its screen has not changed for a long time:
+    Esc, then (still stuck) a restart.
+
+    Which moments expect progress is the machine's call (busy, a wait that returned and nothing
+    followed, a wait overdue past the tool's own timeout); the watch only keeps the clock. It
+    starts when progress becomes expected, and anything visibly alive (a changed screen, an MCP
+    call, a hook) starts it again.
+    """
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
         self._print: str | None = None
         self._since = 0.0
         self._esc_at: float | None = None
-        self._stuck = False  # the last observation was busy, outside any wait
+        self._stuck = False  # the last observation expected progress
 
     def saw_activity(self, now: float) -> None:
         """The agent was visibly alive (an MCP call, a hook): the stall clock starts again."""
         self._since, self._esc_at = now, None
 
-    def observe(self, now: float, busy: bool, screen_text: str, wait_in_flight: bool) -> StallVerdict | None:
+    def observe(self, now: float, expected: bool, screen_text: str) -> StallVerdict | None:
+        """``expected``: the agent should be making progress now (the machine decides)."""
         current = fingerprint(screen_text)
-        was_stuck, self._stuck = self._stuck, busy and not wait_in_flight
+        was_stuck, self._stuck = self._stuck, expected
         if not self._stuck or not was_stuck or current != self._print:
             # A long poll legitimately sits still; so does an idle agent. The clock starts
-            # when the agent becomes busy, not at the last time the screen was looked at.
+            # when progress becomes expected, not at the last time the screen was looked at.
             self._print, self._since, self._esc_at = current, now, None
             return None
         if self._esc_at is None:
@@ -162,3 +172,11 @@ class StallWatch:
             self._print, self._since, self._esc_at = current, now, None
             return StallVerdict.RESTART
         return None
+
+    def next_verdict(self) -> float | None:
+        """When :meth:`observe` could next say Esc or restart if nothing changes (None: not stuck)."""
+        if not self._stuck:
+            return None
+        if self._esc_at is None:
+            return self._since + self.config.stall_timeout
+        return self._esc_at + self.config.stall_grace

@@ -122,6 +122,8 @@ class AgentProcess:
         """Signal the agent's process group (it leads its own session, so pgid == pid)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signum)
+            if signum == signal.SIGTERM:  # a stopped agent (SIGSTOP, Ctrl+Z) acts on it only once running
+                os.killpg(self.pid, signal.SIGCONT)
 
     def close(self) -> None:
         try:
