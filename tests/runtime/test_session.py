@@ -230,6 +230,9 @@ def test_crash_restarts_with_backoff_and_the_native_resume(workspace, fake_home)
     typed(child, "/crash 3")
     child.expect("restarting in")
     child.expect("Resumed session " + native)
+    # The notice is one row, taken back before the restarted agent draws: nothing of ours stays.
+    between = child.before
+    assert between.index(b"\r\x1b[2K") < between.index(b"\x1b]0;"), between[:300]
     st = state(workspace)
     assert st["restarts"] == 1 and st["agent_pid"] != old_pid and st["status"] == "running"
     assert st["argv"][-2:] == ["--resume", native]

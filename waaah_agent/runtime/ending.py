@@ -117,9 +117,15 @@ def announce_and_wait(
     logs.notice(message)
     if console.interactive:  # also in the terminal title, where a glance at the tmux pane finds it
         console.say(f"\x1b]0;waaah: restarting {adapter.name} ({state.restarts} so far)\x07")
-    if console.interactive:  # headless, the restart event is the line (headless_line)
-        console.say(f"\r[waaah] {message}; Ctrl+C to stop")
-    return wait_interruptibly(decision.delay, sys.stdin.fileno() if console.interactive else None)
+    if not console.interactive:  # headless, the restart event is the line (headless_line)
+        return wait_interruptibly(decision.delay, None)
+    # One row, never wrapped, so that it can be taken back exactly before the agent draws again.
+    width = shutil.get_terminal_size((80, 24)).columns
+    console.say("\r\x1b[2K" + _short(f"[waaah] {message}; Ctrl+C to stop", max(10, width - 1)))
+    interrupted = wait_interruptibly(decision.delay, sys.stdin.fileno())
+    if interrupted is None:  # the restarted agent's screen holds only the agent's output
+        console.say("\r\x1b[2K")
+    return interrupted
 
 
 def finish(
