@@ -340,9 +340,22 @@ def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
         child.expect(f"Cannot connect to WAAAH server at {url}. Agent will run without MCP.")
         child.expect("WORKING-WITHOUT-SERVER")
         assert len(workflow_requests(model)) == 1
+        # The turn ended outside the loop, but its tool cannot work: no continue prompt (the first
+        # would come 2 s after the turn ended), the title and `waaah status` say what it waits for.
+        child.expect("waaah: gemini waits for the WAAAH server")
+        pump_for(child, 8)
+        assert continue_requests(model) == []
+        status = subprocess.run(
+            [WAAAH, "status"], cwd=ws, env=env, capture_output=True, text=True, timeout=30
+        )
+        assert "waiting for the WAAAH server: unreachable" in status.stdout, status.stdout
         with WaaahServer(port=port):
             log = Path(state(ws)["log_path"])
             pump_until(child, lambda: f"WAAAH server at {url} is reachable again" in log.read_text(), 20)
+            pump_until(child, lambda: continue_requests(model), 20)  # one, now that it can work
+            pump_for(child, 5)
+            assert len(continue_requests(model)) == 1
+            assert state(ws)["server_down"] == ""
         assert save_and_exit(child) == 0
 
 

@@ -345,3 +345,17 @@ def test_a_pane_too_small_says_so_outside_the_screen_and_delivers_once_big_enoug
     assert [e["too_small"] for e in events(workspace) if e["event"] == "pane-size"] == [True, False]
     assert "too small" not in seen.screen.title
     assert save_and_exit(seen) == 0
+
+
+def test_a_held_title_stays_over_the_agent_s_own_until_released():
+    written: list[bytes] = []
+    out = Overlay(written.append, (120, 40))
+    out.agent_titled("◇  Ready (ws)")
+    out.our_title("waaah: gemini waits for the WAAAH server (unreachable)", hold=True)
+    out.agent_titled("✦  Working… (ws)")  # the agent's title went to the terminal: ours again
+    assert written[-1] == b"\x1b]0;waaah: gemini waits for the WAAAH server (unreachable)\x07"
+    out.our_title("waaah: gemini", hold=False)  # released: the agent's own title is back
+    assert written[-1] == "\x1b]0;✦  Working… (ws)\x07".encode()
+    count = len(written)
+    out.agent_titled("◇  Ready (ws)")
+    assert len(written) == count  # nothing of ours over it now

@@ -124,6 +124,7 @@ class Night:
     restarts: Restarts | None = None
     gave_up: bool = False
     crash_after: list[int] = field(default_factory=list)  # kill the supervisor after these events
+    server_down: str = ""  # the WAAAH server is unreachable when a run begins: why
     events_told: int = 0
 
     # -- runs ----------------------------------------------------------------------------
@@ -152,6 +153,7 @@ class Night:
             limit_resume_keys=self.limit_resume_keys,
             login_hint="gemini",
             policy=self.policy,
+            server_down=self.server_down,
         )
         saved = Saved(
             bool(self.saved.get("workflow_delivered")),

@@ -172,7 +172,9 @@ def test_on_a_terminal_the_login_screen_is_the_user_s_then_the_workflow_follows(
     assert [r["screen"] for r in night.records("login-wait")] == [
         "│ How would you like to authenticate for this project?"
     ]
-    assert ev.Title("waaah: log in to gemini on its screen (waaah waits)") in night.actions(ev.Title)
+    assert ev.Title("waaah: log in to gemini on its screen (waaah waits)", hold=True) in night.actions(
+        ev.Title
+    )
     night.cli.login = False  # logged in: gemini shows its prompt
     night.look(night.t)
     night.run_until(660)
@@ -291,6 +293,56 @@ def test_an_agent_alive_in_its_loop_is_never_a_stall():
     night.start()
     night.run_until(4 * HOUR)  # 290 s waits back to back, each a minute past the stall timeout
     assert night.cli.waiting > 40 and night.records("stall") == [] and night.runs == 1
+
+
+def server(ok: bool) -> ev.ServerChanged:
+    return ev.ServerChanged(
+        ok, "ok" if ok else "unreachable: [Errno 111] Connection refused", "http://127.0.0.1:1"
+    )
+
+
+def test_while_the_server_is_down_no_prompt_goes_toward_the_loop_then_one_continue():
+    night = Night(cli=ModelCli(loops=False))
+    night.start()
+    night.run_until(60)  # the workflow went in; the agent ended its turn and got its nudges
+    night.tell(server(False))
+    down_at, before = night.t, len(night.records("nudge"))
+    night.run_until(down_at + 2 * HOUR)
+    assert len(night.records("nudge")) == before  # no paid turns asking for a tool that cannot work
+    assert night.saved["server_down"].startswith("unreachable") and night.saved["server_down_since"]
+    titles = [a.text for a in night.actions(ev.Title)]
+    assert (
+        titles[-1] == "waaah: gemini waits for the WAAAH server (unreachable: [Errno 111] Connection refused)"
+    )
+    night.tell(server(False))  # the next failed check changes nothing
+    assert night.saved["server_down_since"] == "2026-11-23T20:01:00+00:00"
+    night.tell(server(True))
+    back = night.t
+    night.run_until(back + 5)
+    after = night.records("nudge")[before:]
+    assert after == [{"kind": "continue", "reason": "the WAAAH server is reachable again", "next_gap": 10.0}]
+    assert night.saved["server_down"] == "" and night.actions(ev.Title)[-1].text == "waaah: gemini"
+    night.run_until(back + 12)  # then the usual spacing, from that prompt
+    assert len(night.records("nudge")) == before + 2
+
+
+def test_a_server_down_at_the_start_holds_the_nudges_not_the_workflow():
+    night = Night(cli=ModelCli(loops=False), server_down="unreachable: timed out")
+    night.start()
+    night.run_until(HOUR)
+    assert night.pastes() == [WORKFLOW] and night.records("nudge") == []
+
+
+def test_a_server_back_while_the_agent_works_owes_nothing():
+    night = Night()
+    night.start()
+    night.run_until(60)
+    night.tell(server(False))
+    night.run_until(600)
+    night.wait_ends("task")  # a task was already on its way: the agent works on it
+    night.tell(server(True))
+    night.run_until(700)
+    assert night.records("nudge") == [] and night.cli.in_wait
 
 
 def test_a_whole_night_in_well_under_a_second():

@@ -186,9 +186,11 @@ class Say:
 
 @dataclass(frozen=True)
 class Title:
-    """The terminal title (on a terminal)."""
+    """The terminal title (on a terminal). A held title stays over the agent's own titles until
+    the next Title; one not held gives the title back to the agent."""
 
     text: str
+    hold: bool = False
 
 
 @dataclass(frozen=True)

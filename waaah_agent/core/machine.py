@@ -79,6 +79,7 @@ class MachineConfig:
     policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling
     limit_margin: float = 60.0  # seconds added to a usage limit's stated reset time
     limit_default: float = 1800.0  # wait when a limit banner states no reset time
+    server_down: str = ""  # the WAAAH server was not reachable when the run began: why
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,10 @@ class Machine:
         self.menu_open = False
         self.hiding = False  # a secret-entry screen is up: its echo is not recorded
         self.awaiting_login = False  # the CLI's login screen is up and the user is answering it
+        # The WAAAH server is down (why): no nudge toward a loop whose tool cannot work. When it
+        # is back, one continue prompt is owed to an agent idle at its prompt.
+        self.server_down = cfg.server_down
+        self.owe_continue = False
         self.stopping: StopReason | None = None
         self.stop_detail = ""
         self.finished = False
@@ -137,7 +142,7 @@ class Machine:
         elif isinstance(event, StopAsked):
             self._stop(event.reason, event.detail, t.mono)
         elif isinstance(event, ServerChanged):
-            self._server(event)
+            self._server(event, t)
         elif isinstance(event, AgentStatusChanged):
             self._record("agent-status", status=event.status)
             self._notice(f"WAAAH server reports this agent {event.status or 'unknown'}")
@@ -170,6 +175,10 @@ class Machine:
     # -- start and deadlines -------------------------------------------------------------
     def _began(self, t: Instant) -> None:
         """A deadline saved by an earlier supervisor still holds: keep waiting for it."""
+        if self.server_down:
+            self._emit(
+                Title(f"waaah: {self.cfg.agent} waits for the WAAAH server ({self.server_down})", hold=True)
+            )
         if not self.saved.limit_until:
             return
         try:
@@ -255,7 +264,7 @@ class Machine:
             self.awaiting_login = True
             self._record("login-wait", screen=self.last_reading.login)
             self._notice(f"{self.cfg.agent} asks for a login on its screen: waiting for you to finish it")
-            self._emit(Title(f"waaah: log in to {self.cfg.agent} on its screen (waaah waits)"))
+            self._emit(Title(f"waaah: log in to {self.cfg.agent} on its screen (waaah waits)", hold=True))
 
     def _deliver(self, now: float, state: AgentState, reading: Reading) -> None:
         delivery = self.delivery
@@ -291,8 +300,8 @@ class Machine:
             self._look(deadline)
 
     def _maybe_nudge(self, t: Instant, state: AgentState, input_empty: bool) -> None:
-        if self.nudger is None or self.stopping is not None:
-            return
+        if self.nudger is None or self.stopping is not None or self.server_down:
+            return  # a prompt toward wait_for_prompt while the server is down is a wasted turn
         now = t.mono
         facts = Now(
             time=now,
@@ -304,6 +313,14 @@ class Machine:
             workflow_delivered=self.saved.workflow_delivered,
             delivering=self.delivering,
         )
+        if self.owe_continue:
+            if state in (AgentState.BUSY, AgentState.TOOL):
+                self.owe_continue = False  # on its way already
+            elif self.nudger.may_type(facts):
+                self.owe_continue = False
+                self.nudger.sent(now)
+                self._nudge(NudgeKind.CONTINUE, CONTINUE_PROMPT, "the WAAAH server is reachable again", now)
+                return
         kind = self.nudger.decide(facts)
         if kind is None:
             if state is AgentState.READY:
@@ -311,9 +328,12 @@ class Machine:
                 self._note_next_heartbeat(t, self.nudger.next_heartbeat(facts))
             return
         if kind is NudgeKind.CONTINUE:
-            text, why = CONTINUE_PROMPT, "the turn ended outside wait_for_prompt"
+            self._nudge(kind, CONTINUE_PROMPT, "the turn ended outside wait_for_prompt", now)
         else:
-            text, why = HEARTBEAT_PROMPT, "idle at the prompt"
+            self._nudge(kind, HEARTBEAT_PROMPT, "idle at the prompt", now)
+
+    def _nudge(self, kind: NudgeKind, text: str, why: str, now: float) -> None:
+        assert self.nudger is not None
         self._record("nudge", kind=kind.value, reason=why, next_gap=self.nudger.gap)
         self._notice(f"{kind.value} prompt: {why}")
         self.delivery = Delivery(kind.value, text, enter_delay=self.cfg.enter_delay)
@@ -385,7 +405,7 @@ class Machine:
         self._emit(Save({"limit_until": text}))  # survives a supervisor restart
         self._record("limit", until=text, how=how, banner=banner)
         self._notice(f"usage limit: waiting until {text} ({how})")
-        self._emit(Title(f"waaah: {self.cfg.agent} usage limit, waiting until {until:%H:%M}"))
+        self._emit(Title(f"waaah: {self.cfg.agent} usage limit, waiting until {until:%H:%M}", hold=True))
         self.due[Due.LIMIT] = self.limit_deadline
 
     def _limit_over(self, now: float) -> None:
@@ -393,6 +413,7 @@ class Machine:
         self.saved = Saved(self.saved.workflow_delivered, "", self.saved.next_heartbeat)
         self._emit(Save({"limit_until": ""}))
         self._record("limit-over")
+        self._emit(Title(f"waaah: {self.cfg.agent}"))
         self._notice("usage limit over: asking the agent to continue")
         keys = self.cfg.limit_resume_keys
         if keys and self.last_reading.limit is not None:
@@ -487,15 +508,31 @@ class Machine:
             self.nudger.turn_ended(now)
             self._look(now + 0.1)
 
-    def _server(self, event: ServerChanged) -> None:
+    def _server(self, event: ServerChanged, t: Instant) -> None:
         self._record("server", ok=event.ok, detail=event.detail, url=event.url)
+        was_down = bool(self.server_down)
         if event.ok:
             text = f"WAAAH server at {event.url} is reachable again"
+            self.server_down = ""
         else:
-            text = f"WAAAH server at {event.url}: {event.detail}"
+            text = f"WAAAH server at {event.url}: {event.detail}; continue prompts held until it is back"
+            self.server_down = event.detail
         self._notice(text)
         if not self.cfg.interactive:
             self._emit(Say(f"[waaah] {text}"))
+        if not event.ok:
+            since = t.wall.isoformat(timespec="seconds")
+            self._emit(
+                Save({"server_down": event.detail} | ({} if was_down else {"server_down_since": since}))
+            )
+            self._emit(
+                Title(f"waaah: {self.cfg.agent} waits for the WAAAH server ({event.detail})", hold=True)
+            )
+        elif was_down:
+            self._emit(Save({"server_down": "", "server_down_since": ""}))
+            self._emit(Title(f"waaah: {self.cfg.agent}"))
+            self.owe_continue = self.state is AgentState.READY and not self.waits_in_flight
+            self._look(t.mono)
 
     # -- the end ---------------------------------------------------------------------------
     def _stop(self, reason: StopReason, detail: str, now: float) -> None:

@@ -88,16 +88,27 @@ class Nudger:
     def turn_ended(self, now: float) -> None:
         self.last_turn_end = now
 
+    def may_type(self, now: Now) -> bool:
+        """Could a prompt be typed now: after the workflow, nothing in flight, an empty box at
+        an idle prompt, and nobody typing lately?"""
+        if not now.workflow_delivered or now.delivering or now.wait_in_flight:
+            return False
+        if now.state is not AgentState.READY or not now.input_empty:
+            return False  # busy, a dialog, or a human's draft in the box: never type
+        grace = self.config.human_grace
+        return now.last_user_input is None or now.time >= now.last_user_input + grace
+
+    def sent(self, now: float) -> None:
+        """A prompt toward the loop went out for a reason of its own (the server came back):
+        the spacing starts afresh from it."""
+        self.gap, self.last_nudge = self.config.continue_gap, now
+
     def decide(self, now: Now) -> NudgeKind | None:
         cfg = self.config
-        if not now.workflow_delivered or now.delivering or now.wait_in_flight:
+        if not self.may_type(now):
             return None
-        if now.state is not AgentState.READY or not now.input_empty:
-            return None  # busy, a dialog, or a human's draft in the box: never type
         # Sums, never differences: the time next_check names is then exactly the time it is due.
         t, last = now.time, self.last_nudge
-        if now.last_user_input is not None and t < now.last_user_input + cfg.human_grace:
-            return None
         if t >= now.last_activity + cfg.heartbeat and (
             last is None or t >= last + max(cfg.heartbeat, self.gap)
         ):

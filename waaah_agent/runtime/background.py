@@ -95,11 +95,13 @@ class ServerWatch(threading.Thread):
         self._check = check
         self._halt = threading.Event()
         self.last_health: str | None = None
+        self.last_ok = True  # as of the last check
         self.last_status: str | None = None
 
     def run(self) -> None:
         while not self._halt.wait(self._every):
             health = self._check(self._url, self._key)
+            self.last_ok = health.ok
             if health.detail != self.last_health:
                 self.last_health = health.detail
                 self._mailbox.post("server", ok=health.ok, detail=health.detail, url=self._url)

@@ -180,9 +180,9 @@ class Supervisor:
                 self.logs.notice(text)
             case ev.Say(text):
                 self.notify(text)
-            case ev.Title(text):
+            case ev.Title(text, hold):
                 if self.cfg.interactive:  # the agent's screen itself is never written to
-                    self.overlay.title(self.session.redact(text))
+                    self.overlay.our_title(self.session.redact(text), hold)
             case ev.Save(changes):
                 for name, value in changes.items():
                     setattr(self.state, name, value)

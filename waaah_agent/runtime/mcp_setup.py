@@ -55,6 +55,7 @@ class McpPlan:
     server: ServerChoice | None
     extra_args: list[str]
     health: str | None  # the first check's detail ("ok", "unreachable: ...", "bad key")
+    healthy: bool = True  # what that check said
 
 
 #: The largest settings file read: a settings file is a few kB; megabytes are something else.

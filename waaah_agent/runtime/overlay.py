@@ -42,6 +42,7 @@ class Overlay:
         self.too_small = False  # the pane is too small to read the agent's screen (title says so)
         self.small_title = ""
         self.agent_title = ""
+        self.held_title = ""  # ours, kept over the agent's own titles while set (a limit, a login...)
 
     def relayed(self, data: bytes) -> None:
         """The agent's ``data`` just went to the terminal: what of ours waited may follow."""
@@ -64,12 +65,20 @@ class Overlay:
     def title(self, text: str) -> None:
         self.own(f"\x1b]0;{text}\x07".encode())
 
+    def our_title(self, text: str, hold: bool) -> None:
+        """A title of the supervisor's; held, it stays over the agent's own until released."""
+        self.held_title = text if hold else ""
+        if not self.too_small:  # the pane's warning comes first
+            self.title(text if hold else (self.agent_title or text))
+
     def agent_titled(self, title: str) -> None:
-        """The agent set its own title: over a small pane's warning, say that again."""
+        """The agent set its own title: over a small pane's warning or a held title, say that again."""
         if title != self.agent_title:
             self.agent_title = title
             if self.too_small:
                 self.title(self.small_title)
+            elif self.held_title:
+                self.title(self.held_title)
 
     # -- the Ctrl+C menu --------------------------------------------------------------------
     def menu(self, show: bool) -> None:
@@ -104,7 +113,7 @@ class Overlay:
             self.title(self.small_title)
         changed = small != self.too_small
         if changed and not small:
-            self.title(self.agent_title)
+            self.title(self.held_title or self.agent_title)
         self.too_small = small
         return small, changed
 

@@ -31,6 +31,7 @@ class SessionReport:
     last_event: str
     limit_until: str  # a usage limit being waited out, if any
     next_heartbeat: str
+    server_down: str  # live and the WAAAH server unreachable: why and since when
     leftovers: list[dict[str, Any]]  # processes it started that outlived its killed supervisor
     created: str = ""
     ended: str = ""
@@ -102,7 +103,10 @@ def reports(workspace: Path) -> list[SessionReport]:
                 log_path=state.log_path,
                 last_event=_describe(last),
                 limit_until=state.limit_until,
-                next_heartbeat=state.next_heartbeat if live else "",
+                next_heartbeat=state.next_heartbeat if live and not state.server_down else "",
+                server_down=f"{state.server_down} (since {state.server_down_since})"
+                if live and state.server_down
+                else "",
                 leftovers=leftovers_of(state, live),
                 created=state.created,
                 ended="" if live else state.ended,
@@ -167,6 +171,11 @@ def detail(r: SessionReport) -> str:
             f"restarts     {r.restarts}; nudges {r.nudges}",
             *([f"usage limit  waiting until {r.limit_until}"] if r.limit_until else []),
             *([f"heartbeat    next at {r.next_heartbeat} if it stays idle"] if r.next_heartbeat else []),
+            *(
+                [f"server       waiting for the WAAAH server: {r.server_down}; continue prompts held"]
+                if r.server_down
+                else []
+            ),
             f"tokens       input {r.tokens.get('input', 0):,}, output {r.tokens.get('output', 0):,}, "
             f"cached {r.tokens.get('cached', 0):,}",
             f"last event   {r.last_activity} {r.last_event}",

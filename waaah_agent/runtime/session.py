@@ -155,7 +155,7 @@ def setup_mcp(
     if warning:
         console.say(warning)
     session.event("server", url=server.url, source=server.source, ok=health.ok, detail=health.detail)
-    return McpPlan(server, args, health.detail)
+    return McpPlan(server, args, health.detail, health.ok)
 
 
 def supervise(
@@ -185,11 +185,17 @@ def supervise(
         watch = ServerWatch(
             mailbox, plan.server.url, plan.server.api_key, state.agent_id, opts.server_check_every
         )
-        watch.last_health = plan.health
+        watch.last_health, watch.last_ok = plan.health, plan.healthy
         watch.start()
+    # What an earlier supervisor saved of the server is history; this start's check is news.
+    down = plan.server is not None and not plan.healthy
+    state.server_down = (plan.health or "unreachable") if down else ""
+    state.server_down_since = now_iso() if down else ""
     keep_record(session, state, console)
     restarts = Restarts(opts.backoff)
-    run = Run(opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox)
+    run = Run(
+        opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox, watch
+    )
     try:
         with (
             signal_pipe(),  # from here to the end, a stop signal is handled, never fatal
@@ -269,6 +275,12 @@ class Run:
     size: tuple[int, int]
     mailbox: Mailbox
     inbox: Inbox
+    watch: ServerWatch | None = None
+
+    def server_down(self) -> str:
+        """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
+        watch = self.watch
+        return "" if watch is None or watch.last_ok else str(watch.last_health or "unreachable")
 
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
@@ -308,6 +320,7 @@ class Run:
                 policy=self.opts.policy,
                 limit_margin=self.opts.limit_margin,
                 limit_default=self.opts.limit_default,
+                server_down=self.server_down(),
             ),
             first.delivery,
             Saved(state.workflow_delivered, state.limit_until, state.next_heartbeat),

@@ -54,6 +54,8 @@ class SessionState:
     workflow_pending: bool = False  # typed, not confirmed yet: settled from the transcript on resume
     limit_until: str = ""  # ISO time a usage limit resets; kept so a new supervisor waits too
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
+    server_down: str = ""  # why the WAAAH server cannot be reached now ("" when it can)
+    server_down_since: str = ""  # ISO time it went down
     # The sum of ``token_files``: the totals of each transcript file the CLI wrote in this
     # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
@@ -114,7 +116,7 @@ _STRINGS = {
 _INTS = {"restarts", "nudges", "supervisor_pid", "agent_pid", "schema"}
 _BOOLS = {"workflow_delivered", "workflow_pending"}
 _STRING_LISTS = {"argv", "output_tail"}
-_TIMES = {"limit_until", "next_heartbeat"}
+_TIMES = {"limit_until", "next_heartbeat", "server_down_since"}
 
 
 def _is_int(value: Any) -> bool:
