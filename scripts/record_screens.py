@@ -9,7 +9,9 @@ the raw PTY bytes read so far at that moment to
 state was reached. The bytes include the window title (OSC 0) the CLI set.
 
 States: idle, draft, busy, reply, tool, exit, dialog, login, limit (a final usage-limit error)
-and, for claude, trust. Each group of states comes from its own short session (fresh start).
+and, for claude, trust; for gemini also loop (its loop detector halting a run of identical
+wait_for_prompt calls). Each group of states comes from its own short session (fresh start).
+``--only STATE`` re-records one state of the installed version and keeps the others.
 """
 
 from __future__ import annotations
@@ -197,6 +199,7 @@ def session(
     *,
     settings_edit: JsonEdit | None = None,
     state_edit: JsonEdit | None = None,
+    rules: list[Rule] | None = None,
     **env_kwargs: Any,
 ) -> Iterator[tuple[CliPty, Path]]:
     """A fresh fake model, temp HOME and git workspace, and the CLI running in a PTY.
@@ -209,7 +212,7 @@ def session(
         ws = root / "ws"
         ws.mkdir()
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
-        with FakeModel(model_rules()) as fake:
+        with FakeModel(model_rules() if rules is None else rules) as fake:
             if cli == "gemini":
                 env = gemini_env(root / "home", fake.url, **env_kwargs)
             else:
@@ -305,6 +308,32 @@ def record_gemini_extras(rec: Recorder) -> None:
         )
 
 
+def record_gemini_loop(rec: Recorder) -> None:
+    """loop: the model calls wait_for_prompt with the same arguments again and again, as an agent
+    waiting in its loop does, and keeps doing so after gemini's first loop detection (which only
+    tells the model): at the second, gemini asks whether to keep loop detection on.
+    loop-halted: "keep it enabled" (Esc) chosen there; gemini halts the request."""
+    call = ToolCall("wait_for_prompt", {"agentId": "recorder", "timeout": 1})
+    rules = [
+        Rule(marker="LOOP-MARKER", reply=call),
+        Rule(tool_result="wait_for_prompt", reply=call),
+        Rule(marker="Potential loop detected", reply=call),  # gemini's own feedback to the model
+    ]
+    with session("gemini", rules=rules, mcp_servers={"waaah": slow_mcp_server(0.2)}) as (pty, _):
+        start_idle(pty, PROFILES["gemini"])
+        pty.paste("LOOP-MARKER wait for tasks")
+        pty.enter()
+        pty.wait(lambda s: "keep loop detection enabled" in s.text, "loop detection dialog", timeout=90)
+        pty.settle()
+        rec.save(
+            "loop", pty, "the same wait_for_prompt call repeated past gemini's loop feedback: its dialog"
+        )
+        pty.keys("\x1b")
+        pty.wait(lambda s: "The request has" in s.text, "halt message", timeout=30)
+        pty.settle()
+        rec.save("loop-halted", pty, "Esc (keep loop detection enabled) in that dialog: the halt message")
+
+
 def record_claude_extras(rec: Recorder) -> None:
     """dialog: an MCP permission prompt; trust: the folder trust dialog; login: no key."""
 
@@ -349,6 +378,16 @@ def record_claude_extras(rec: Recorder) -> None:
         )
 
 
+def record_one(cli: str, how: Callable[[Recorder], None]) -> None:
+    """Add or replace one state in the installed version's fixtures, keeping the others."""
+    version = cli_version(cli)
+    out = FIXTURES / f"{cli}-{version}"
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    rec = Recorder(cli, out, version, states=meta["states"], timings=meta["timings_seconds"])
+    how(rec)
+    rec.write_meta()
+
+
 def record(cli: str) -> Path:
     """Record every state of ``cli`` into a fresh fixture directory; returns it."""
     version = cli_version(cli)
@@ -362,6 +401,7 @@ def record(cli: str) -> Path:
     record_limit(rec, PROFILES[cli])
     if cli == "gemini":
         record_gemini_extras(rec)
+        record_gemini_loop(rec)
     else:
         record_claude_extras(rec)
     rec.write_meta()
@@ -374,7 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    parser.add_argument("--only", choices=["loop"], help="re-record this state only, keep the others")
     args = parser.parse_args(argv)
+    if args.only == "loop":
+        record_one("gemini", record_gemini_loop)
+        return 0
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
         record(cli)
     return 0

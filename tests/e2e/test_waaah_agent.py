@@ -325,6 +325,33 @@ def test_evict_shutdown_ends_the_session_cleanly(cli, tmp_path):
         assert ends and ends[0]["evict_action"] == "SHUTDOWN"
 
 
+def test_identical_waits_stay_in_the_loop_past_gemini_s_loop_detector(tmp_path):
+    """An agent waiting in its loop calls wait_for_prompt with the same arguments every time.
+    gemini's detector first tells the model, then asks whether to stay on: the supervisor turns
+    it off for the session, and the waits go on without a continue prompt."""
+    wait = ToolCall("wait_for_prompt", {"timeout": 1})
+    script = [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
+        Rule(wait, tool_result="register_agent"),
+        Rule(wait, tool_result="wait_for_prompt"),
+        Rule(wait, marker="Potential loop detected"),  # gemini's own word to the model: wait on
+        Rule(wait, marker="You successfully executed a tool"),  # its retry once detection is off
+    ]
+    ws = workspace_for(tmp_path)
+    with FakeModel(script, default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env("gemini", tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, "--start=gemini", f"--server={server.url}")
+        pump_until(child, lambda: state_or_none(ws), 30)
+        pump_until(child, lambda: any(e["event"] == "loop-detector" for e in events(ws)), 120)
+        answered = len(server.tool_calls("wait_for_prompt"))
+        pump_until(child, lambda: len(server.tool_calls("wait_for_prompt")) >= answered + 6, 60)
+        detector = [e for e in events(ws) if e["event"] == "loop-detector"]
+        assert [e["action"] for e in detector][:1] == ["turned off for this session"], detector
+        assert continue_requests(model) == [] and len(workflow_requests(model)) == 1
+        assert not any(e["event"] == "nudge" for e in events(ws))
+        assert save_and_exit(child) == 0
+
+
 def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
     import socket
 

@@ -56,6 +56,8 @@ class ModelCli:
     limit: str | None = None  # a usage-limit banner on the screen
     login: bool = False
     dialog: bool = False
+    loop_dialog: int = 0  # its loop detector asks (answers it ignores before taking one)
+    loop_halted: bool = False  # its loop detector's halt message is on the screen
     box: str = ""  # the input box
     transcript: list[str] = field(default_factory=list)  # prompts it took (its own session file)
     busy_until: float | None = None
@@ -70,7 +72,11 @@ class ModelCli:
         """Bytes written to its PTY."""
         if not self.alive:
             return
-        if data.startswith(PASTE_START) and data.endswith(PASTE_END):
+        if self.loop_dialog and data == b"2":
+            self.loop_dialog -= 1
+            if not self.loop_dialog:  # turned off for this session: it retries the request
+                self.busy_until = now + self.busy_for
+        elif data.startswith(PASTE_START) and data.endswith(PASTE_END):
             self.box += data[len(PASTE_START) : -len(PASTE_END)].decode()
         elif data == ENTER and self.limit is not None:
             self.limit = None  # its "keep trying"
@@ -94,12 +100,16 @@ class ModelCli:
             return Reading(login="│ How would you like to authenticate for this project?")
         if self.limit is not None:
             return replace(BUSY, limit=self.limit)
+        if self.loop_dialog:
+            return Reading(loop_dialog="│   2. Disable loop detection for this session", fingerprint="loop?")
         if self.busy(now) or self.in_wait:
             return BUSY
         if self.dialog:
             return replace(READY, dialog="Allow execution")
         if self.box:
             return replace(READY, input_empty=False, fingerprint=f"> {self.box}")
+        if self.loop_halted:
+            return replace(READY, loop_halted="ℹ A potential loop was detected.")
         return READY
 
 
@@ -151,6 +161,7 @@ class Night:
             interactive=self.interactive,
             enter_delay=0.5,
             limit_resume_keys=self.limit_resume_keys,
+            loop_dialog_keys=b"2",
             login_hint="gemini",
             policy=self.policy,
             server_down=self.server_down,

@@ -24,6 +24,8 @@ EXPECTED = {
     "login": ("login", None),
     "exit": ("exiting", None),
     "limit": ("limited", None),
+    "loop": ("dialog", None),  # gemini's loop-detector question: answered by the machine only
+    "loop-halted": ("ready", True),  # its halt message above an idle prompt: the turn ended
 }
 # Where one CLI differs: claude answers a rejected 429 with an error line and goes idle.
 OVERRIDES = {("claude", "limit"): ("ready", None)}
@@ -89,3 +91,15 @@ def test_ready_says_whether_a_draft_is_in_the_box():
         screen.feed((SCREENS / "claude-2.1.330" / f"{state}.bin").read_bytes())
         label, evidence = detect(adapter.rules, screen.view())
         assert label == "ready" and word in evidence
+
+
+def test_gemini_s_loop_detector_is_read_from_its_own_screens():
+    rules = adapters.registry()["gemini"].rules
+    readings = {}
+    for state in ("loop", "loop-halted", "tool", "idle"):
+        screen = Screen(120, 40)
+        screen.feed((SCREENS / "gemini-0.61.0" / f"{state}.bin").read_bytes())
+        readings[state] = read(rules, screen.view())
+    assert readings["loop"].loop_dialog and readings["loop"].loop_halted is None
+    assert readings["loop-halted"].loop_halted and readings["loop-halted"].loop_dialog is None
+    assert not any(r.loop_dialog or r.loop_halted for k, r in readings.items() if k in ("tool", "idle"))

@@ -345,6 +345,29 @@ def test_a_server_back_while_the_agent_works_owes_nothing():
     assert night.records("nudge") == [] and night.cli.in_wait
 
 
+def test_the_cli_s_loop_detector_question_is_answered_off_and_its_halt_is_a_cause():
+    night = Night()
+    night.start()
+    night.run_until(100)
+    # Identical waits tripped gemini's detector twice: it asks (the first key is not heard).
+    night.wait_ends("idle")
+    night.cli.loop_dialog = 2
+    night.look(night.t)
+    asked = night.t
+    night.run_until(asked + 10)
+    answers = [t for t, a in acts_of(night, ev.Type, lambda a: a.data == b"2")]
+    assert len(answers) == 2 and asked <= answers[0] < asked + 1 and answers[1] - answers[0] >= 3
+    assert [r["action"] for r in night.records("loop-detector")] == ["turned off for this session"] * 2
+    assert night.pastes() == [WORKFLOW]  # nothing else was typed into the question
+    # Another run where a person chose "keep it": the halt message, then a continue prompt.
+    night.cli.loops, night.cli.loop_halted = False, True
+    night.wait_ends("idle")
+    night.run_until(night.t + 20)
+    nudge = night.records("nudge")[0]
+    assert nudge["reason"] == "gemini's loop detector halted the turn"
+    assert night.records("loop-detector")[-1]["action"] == "halted the turn"
+
+
 def test_a_whole_night_in_well_under_a_second():
     """Eight hours: tasks, loop exits, ignored nudges, a crash, a hang, a limit, an eviction, a draft."""
     started = time.perf_counter()

@@ -78,6 +78,10 @@ class Adapter:
     # Keys that take the CLI's own usage-limit screen back to work once the limit has reset
     # (gemini: Enter picks its default "Keep trying"); empty when the banner is not modal.
     limit_resume_keys: bytes = b""
+    # Keys that answer the CLI's own loop-detector question by turning it off for the rest of
+    # the CLI's session (gemini: "2", "Disable loop detection for this session"): identical
+    # wait_for_prompt calls are what an agent waiting in its loop makes.
+    loop_dialog_keys: bytes = b""
     # What a user runs to log in, after "<name> requires login. Run: ".
     login_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).

@@ -73,6 +73,11 @@ RULES = ScreenRules(
     secret_entry=re.compile(r"│\s+Enter Gemini API Key"),
     limit=re.compile(r"│\s+Usage limit reached for [^│\n]*|│\s+You have exhausted your [^│\n]*quota"),
     exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
+    # After its loop detector fired twice in a turn (identical wait_for_prompt calls trip it):
+    # "● 1. Keep loop detection enabled (esc) / 2. Disable loop detection for this session";
+    # kept on, "ℹ A potential loop was detected. ... The request has been halted."
+    loop_dialog=re.compile(r"│\s+2\. Disable loop detection for this session"),
+    loop_halted=re.compile(r"ℹ A potential loop was detected\."),
 )
 
 ADAPTER = Adapter(
@@ -84,6 +89,7 @@ ADAPTER = Adapter(
     rules=RULES,
     tested_version="0.61.0",
     limit_resume_keys=b"\r",
+    loop_dialog_keys=b"2",
     enter_delay=0.5,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],

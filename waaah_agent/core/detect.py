@@ -56,6 +56,9 @@ class ScreenRules:
     limit: re.Pattern[str] | None = None  # a usage-limit banner or dialog
     # A screen where a secret is typed (an API key or login code): what it echoes is not recorded.
     secret_entry: re.Pattern[str] | None = None
+    # The CLI's own loop detector: its question whether to keep it on, and its halt message.
+    loop_dialog: re.Pattern[str] | None = None
+    loop_halted: re.Pattern[str] | None = None
     region_rows: int = 12
     dialog_rows: int = 25
 
@@ -99,6 +102,8 @@ class Reading:
     limit: str | None = None  # the whole screen line holding a usage-limit banner
     busy: str | None = None
     dialog: str | None = None
+    loop_dialog: str | None = None  # the CLI asks whether to keep its loop detection on
+    loop_halted: str | None = None  # the CLI's loop detector halted the turn (its message)
     input_ready: bool = False  # the input prompt is drawn
     input_empty: bool = False
     title: str = ""
@@ -126,6 +131,8 @@ def read(rules: ScreenRules, view: ScreenView) -> Reading:
         limit=_line_of(view, limit.group(0)) if limit else None,
         busy=busy,
         dialog=_said(find(rules.dialog, tall)),
+        loop_dialog=_said(find(rules.loop_dialog, tall)),
+        loop_halted=_said(find(rules.loop_halted, tall)),
         input_ready=bool(rules.input_ready.search(bottom)),
         input_empty=bool(rules.input_empty.search(bottom)),
         title=view.title,
@@ -141,6 +148,8 @@ def classify(reading: Reading, evidence: Evidence = Evidence()) -> tuple[AgentSt
         return AgentState.LOGIN, f"screen: {reading.login!r}"
     if reading.secret_entry is not None:  # never typed into, like any dialog
         return AgentState.DIALOG, f"screen: {reading.secret_entry!r}"
+    if reading.loop_dialog is not None:  # answered by the machine itself, nothing else typed
+        return AgentState.DIALOG, f"screen: {reading.loop_dialog!r}"
     if reading.exiting is not None:
         return AgentState.EXITING, f"screen: {reading.exiting!r}"
     if evidence.limits and reading.limit is not None:  # gemini's limit dialog: under a busy title

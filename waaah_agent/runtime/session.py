@@ -315,6 +315,7 @@ class Run:
                 interactive=self.console.interactive,
                 enter_delay=adapter.enter_delay,
                 limit_resume_keys=adapter.limit_resume_keys,
+                loop_dialog_keys=adapter.loop_dialog_keys,
                 login_hint=clis.login_hint(adapter, self.env),
                 stop_grace=self.opts.stop_grace,
                 policy=self.opts.policy,
