@@ -323,6 +323,24 @@ def measure_idle(setup: Setup, relay: str, failures: list[str]) -> Sample:
     return {"idle_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100, "rss_idle_mb": rss}
 
 
+WAIT_STREAM = ROOT / "tests" / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
+
+
+def measure_waiting(setup: Setup, relay: str, failures: list[str]) -> Sample:
+    """CPU of the relay while the child replays gemini's recorded wait_for_prompt redraws (its live
+    area drawn again ~20 times a second, ~68 KB/s) for SILENT_S seconds (% of one core)."""
+    outer = setup.start(relay, "replay", SIM_REPLAY=str(WAIT_STREAM), SIM_SECONDS=str(SILENT_S))
+    try:
+        outer.expect(rb"START replay", 30)
+        time.sleep(1.0)
+        cpu0, t0 = cpu_seconds(outer.pid), time.monotonic()
+        outer.expect(rb"REPLAY-END", SILENT_S + 30)
+        cpu1, t1 = cpu_seconds(outer.pid), time.monotonic()
+    finally:
+        ensure_done(outer, f"{relay} replay", failures)
+    return {"waiting_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100}
+
+
 # -- what a user feels: start-up, restart after a crash, the continue prompt ----------------------
 WALL_MINUS_MONO = time.time() - time.monotonic()  # events.jsonl stamps wall-clock time
 
@@ -544,6 +562,10 @@ def run_once(setup: Setup, results: Results) -> None:
     for relay in ("script", "waaah"):
         results.once[relay] |= measure_idle(setup, relay, results.failures)
         print(f"idle {relay}: {results.once[relay]['idle_cpu_pct']:.3f} % of a core", flush=True)
+        results.once[relay] |= measure_waiting(setup, relay, results.failures)
+        print(
+            f"gemini waiting, {relay}: {results.once[relay]['waiting_cpu_pct']:.2f} % of a core", flush=True
+        )
     big = measure_blast(setup, "waaah", results.failures, BIG_MB)
     results.once["waaah"] |= {
         "big_mb_per_s": big["mb_per_s"],
@@ -572,6 +594,7 @@ ROWS_SPEC: list[tuple[str, str, str]] = [
     ("rss_peak_mb", f"relay peak RSS after {BLAST_MB:.0f} MB (MB)", "abs"),
     ("idle_cpu_pct", f"idle CPU, {SILENT_S:.0f} s silent (% core)", "abs"),
     ("rss_idle_mb", "RSS when idle (MB)", "abs"),
+    ("waiting_cpu_pct", f"CPU while gemini waits, {SILENT_S:.0f} s of its redraws (% core)", "abs"),
     ("big_mb_per_s", f"throughput, {BIG_MB:.0f} MB blast (MB/s)", "abs"),
     ("big_cpu_s_per_100mb", f"CPU s per 100 MB over {BIG_MB:.0f} MB", "abs"),
     ("rss_at_100mb", "RSS after 100 MB of the big blast (MB)", "abs"),
@@ -653,6 +676,10 @@ def goals(results: Results) -> list[str]:
         (
             f"idle CPU {get('waaah', 'idle_cpu_pct'):.3f} % < 0.2 % of a core",
             get("waaah", "idle_cpu_pct") < 0.2,
+        ),
+        (
+            f"CPU while gemini waits in its loop {get('waaah', 'waiting_cpu_pct'):.2f} % <= 2 % of a core",
+            get("waaah", "waiting_cpu_pct") <= 2,
         ),
         (
             f"RSS after {BIG_MB:.0f} MB {rss_after:.1f} MB < 80 MB, flat "

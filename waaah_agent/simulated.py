@@ -22,12 +22,16 @@ simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START li
 write time, SIM_GAP_MS apart (default 0.5); ``blast`` writes SIM_MB megabytes (default 50)
 of agent-like text as fast as the terminal takes it, then a BLAST-END line; ``keys`` puts the
 terminal in raw mode and answers each byte read with an ack line holding the receive time
-(``q`` ends it); ``silent`` prints nothing for SIM_SECONDS (default 20). Then it exits 0.
+(``q`` ends it); ``silent`` prints nothing for SIM_SECONDS (default 20); ``replay`` writes a
+recorded stream (SIM_REPLAY: a ``wait-loop.jsonl.gz`` of scripts/record_wait_stream.py) at its
+recorded pace, over and over, for SIM_SECONDS. Then it exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import json
 import os
 import select
@@ -276,6 +280,21 @@ def _keys(fd_in: int, fd_out: int) -> None:
             termios.tcsetattr(fd_in, termios.TCSANOW, saved)
 
 
+def _replay(fd: int, path: Path, seconds: float) -> None:
+    """The recorded reads of ``path``, each at its time, the recording looped for ``seconds``."""
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()[1:]
+    reads = [(float(t), base64.b64decode(b)) for t, b in map(json.loads, lines)]
+    length = reads[-1][0] + 0.05
+    began = time.monotonic()
+    for lap in range(int(seconds // length) + 1):
+        for t, data in reads:
+            at = began + lap * length + t
+            if at - began > seconds:
+                return
+            time.sleep(max(0.0, at - time.monotonic()))
+            _write_all(fd, data)
+
+
 def measure(mode: str) -> int:
     """Run one measurement mode (see the module docstring); 2 for an unknown mode."""
     fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
@@ -291,6 +310,9 @@ def measure(mode: str) -> int:
     elif mode == "silent":
         time.sleep(float(os.environ.get("SIM_SECONDS", "20")))
         _say(fd_out, "SILENT-END\r\n")
+    elif mode == "replay":
+        _replay(fd_out, Path(os.environ["SIM_REPLAY"]), float(os.environ.get("SIM_SECONDS", "20")))
+        _say(fd_out, "\r\nREPLAY-END\r\n")
     else:
         _say(fd_out, f"unknown SIM_MODE {mode!r}\r\n")
         return 2

@@ -642,3 +642,32 @@ def test_a_quiet_agent_never_wakes_the_supervisor(workspace, fake_home):
     assert wakeups() - before <= 1
     child.expect("SILENT-END")
     assert wait_exit(child) == 0
+
+
+WAIT_STREAM = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
+)
+
+
+def test_an_agent_waiting_in_its_loop_costs_the_supervisor_almost_nothing(workspace, fake_home):
+    """gemini's recorded wait_for_prompt redraws (~20 frames, ~68 KB a second) at their pace:
+    the supervisor relays and records every byte, yet spends little CPU (it took 9-11 % of a
+    core feeding each repeated frame to its screen model and text log; ~1.5 % now)."""
+    env = sim_env(fake_home, SIM_MODE="replay", SIM_REPLAY=str(WAIT_STREAM), SIM_SECONDS="9")
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
+    child.expect("START replay")
+    pump_for(child, 1)
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before, started = cpu(), time.monotonic()
+    pump_for(child, 6)
+    share = (cpu() - before) / (time.monotonic() - started)
+    child.expect("REPLAY-END")
+    assert wait_exit(child) == 0
+    assert share < 0.05, f"{share:.1%} of a core"
+    # Lossless all the same: the .cast holds every byte the agent wrote.
+    cast = Path(state(workspace)["cast_path"])
+    assert replay(cast).count(b"\x1b[2K\x1b[1A") > 100

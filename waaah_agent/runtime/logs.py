@@ -22,6 +22,7 @@ from typing import IO
 import orjson
 
 from waaah_agent.core.redact import Redactor
+from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.textlog import LineCleaner
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.report import is_live
@@ -194,6 +195,10 @@ class SessionLogs:
         self.cast_path = base.with_suffix(".cast")
         self._redact = redactor
         self._cleaner = LineCleaner()
+        # A redraw that repeats the last one (a TUI waiting on a tool) holds no new line: the
+        # cleaner skips it, and the .cast search for spread secrets keeps what it found for it.
+        self._frames = RepeatedFrames()
+        self._frame_spread = (False, False)
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self._t0 = time.monotonic()
         self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
@@ -228,6 +233,9 @@ class SessionLogs:
         spread = spread_tail = False
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
             self._skipped += len(data)
+            self._frames.forget()
+        elif self._frames.repeats(data):
+            spread, spread_tail = self._frame_spread
         else:
             self._cleaned += len(data)
             lines = self._cleaner.feed(data, now)
@@ -238,6 +246,8 @@ class SessionLogs:
             for line in lines:
                 self.recent.append(self._redact(line))
                 self._line(line)
+            self._frames.saw(data)
+            self._frame_spread = (spread, spread_tail)
         self._cast_out(now, data, spread=spread, spread_tail=spread_tail)
 
     def hide(self, hidden: bool) -> None:
@@ -249,10 +259,12 @@ class SessionLogs:
             self._cast_out(time.monotonic(), b"", final=True)  # what came before, in full
         else:
             self._cleaner = LineCleaner()  # the screen's redraws after it start afresh
+            self._frames.forget()
 
     def _next_window(self, now: float) -> None:
         if self._skipped:
             self._cleaner = LineCleaner()  # its half line and escape state are stale now
+            self._frames.forget()
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 

@@ -223,7 +223,8 @@ class Supervisor:
         self.logs.output(data)
         now = self.clock()
         self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
-        self.timers.set_min(Timer.SCREEN, self.feed.add(data, now))
+        if (update := self.feed.add(data, now)) is not None:  # a repeated redraw wakes nothing
+            self.timers.set_min(Timer.SCREEN, update)
 
     def _update_screen(self) -> None:
         view, again = self.feed.update()

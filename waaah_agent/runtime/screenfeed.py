@@ -8,6 +8,9 @@ most SCREEN_SHARE of the time even when one update has a long backlog to work th
 Output faster than pyte can ever follow overflows the backlog, which is then cut with the
 update in progress: until the output pauses, pyte gets only SCREEN_FLOOD_SHARE, as its
 work would be cut again. Once the agent is quiet, pyte catches up at once.
+
+A redraw that only repeats the previous one (a TUI waiting on a tool, ``core/redraws.py``) is
+not fed to pyte: drawn over itself it would leave the same screen.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.screen import Screen, ScreenView
 
 SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
@@ -46,10 +50,14 @@ class ScreenFeed:
         self.todo = b""  # output taken from the backlog for the update in progress
         self.done = 0  # how much of it pyte has been fed
         self.flooded = False  # output outran the screen model: its backlog was cut
+        self.frames = RepeatedFrames()  # redraws that change nothing pyte would keep
 
-    def add(self, data: bytes, now: float) -> float:
-        """Output arrived at ``now``; returns when the screen should next be updated."""
+    def add(self, data: bytes, now: float) -> float | None:
+        """Output arrived at ``now``; returns when the screen should next be updated (None: the
+        output only repeats the last redraw, so the model has nothing to take)."""
         self.last_output = now
+        if not self.backlog and not self.todo and self.frames.repeats(data):
+            return None
         self.backlog += data
         if len(self.backlog) > 4 * SCREEN_BACKLOG:
             # The model is far behind: bound memory, and start afresh from the recent past.
@@ -59,6 +67,7 @@ class ScreenFeed:
             self.screen.reset()
             self.todo, self.done = b"", 0
             self.flooded = True
+            self.frames.forget()
         return self.when(now + SCREEN_DELAY)
 
     def when(self, at: float) -> float:
@@ -76,8 +85,12 @@ class ScreenFeed:
                 # A flood or a huge dump: the screen model only needs the recent past.
                 del self.backlog[:-SCREEN_BACKLOG]
                 self.screen.reset()
+                self.frames.forget()
             self.todo, self.done = bytes(self.backlog), 0
             self.backlog.clear()
+            if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
+                self.todo = b""
+                return self.screen.view(), None
         todo = self.todo
         while self.done < len(todo):
             self.screen.feed(todo[self.done : self.done + SCREEN_PIECE])
@@ -85,6 +98,7 @@ class ScreenFeed:
             if self.done < len(todo) and self.work_clock() - started > SCREEN_SLICE:
                 self._pace(self.work_clock() - started)
                 return None, self.not_before  # go on after a select at least
+        self.frames.saw(todo)
         self.todo = b""
         view = self.screen.view()
         self._pace(self.work_clock() - started)
@@ -93,6 +107,7 @@ class ScreenFeed:
 
     def resize(self, cols: int, rows: int) -> None:
         self.screen.resize(cols, rows)
+        self.frames.forget()
 
     def rows_below_cursor(self) -> int:
         """At the end: rows of the agent's last frame below its cursor (all rows if not known).

@@ -1,0 +1,57 @@
+"""Redraws that repeat the previous one, on gemini's recorded wait_for_prompt stream."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+
+from waaah_agent.core.detect import fingerprint
+from waaah_agent.core.redraws import RepeatedFrames, ticking_removed
+from waaah_agent.core.screen import Screen
+
+STREAM = Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
+
+
+def reads() -> list[bytes]:
+    lines = gzip.decompress(STREAM.read_bytes()).decode().splitlines()[1:]
+    return [base64.b64decode(json.loads(line)[1]) for line in lines]
+
+
+def test_most_of_gemini_s_waiting_redraws_are_repeats():
+    frames, repeated = RepeatedFrames(), 0
+    recorded = reads()
+    for data in recorded:
+        if frames.repeats(data):
+            repeated += 1
+        else:
+            frames.saw(data)
+    assert repeated >= 0.8 * len(recorded), (repeated, len(recorded))
+
+
+def test_a_screen_that_skips_repeats_reads_the_same_as_one_fed_everything():
+    whole, skipping, frames = Screen(120, 40), Screen(120, 40), RepeatedFrames()
+    for n, data in enumerate(reads()):
+        whole.feed(data)
+        if not frames.repeats(data):
+            skipping.feed(data)
+            frames.saw(data)
+        if n % 50 == 0:  # what every detector reads: text without spinners and counters
+            assert fingerprint(whole.view().text()) == fingerprint(skipping.view().text())
+            assert whole.view().cursor_row == skipping.view().cursor_row
+
+
+def test_only_a_redraw_that_changes_nothing_but_ticking_glyphs_is_a_repeat():
+    frame = "\x1b[4B\x1b[2K\x1b[1A\x1b[2K\x1b[G⠼ \x1b[38;2;1;2;3mThinking...\x1b[39m (esc to cancel, 5s)\r\n".encode()
+    frames = RepeatedFrames()
+    frames.saw(frame)
+    assert frames.repeats(frame.replace("⠼".encode(), "⠴".encode()).replace(b"5s", b"12s"))
+    assert frames.repeats(frame.replace(b"1;2;3", b"9;9;9") * 2)  # two frames in one read
+    assert not frames.repeats(frame.replace(b"Thinking", b"Thanking"))
+    assert not frames.repeats(frame + b"more")
+    assert not frames.repeats(frame[:40])  # half a frame
+    lines = RepeatedFrames()  # plain output scrolls: the same line twice is two lines
+    lines.saw(b"the same line\r\n")
+    assert not lines.repeats(b"the same line\r\n")
+    assert ticking_removed("✓ done │".encode()) == "✓ done │".encode()  # a finished tool's mark stays
