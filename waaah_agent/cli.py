@@ -157,6 +157,17 @@ def agent(
             "--no-nudge", help="Never type continue or heartbeat prompts (crash restarts still happen)."
         ),
     ] = False,
+    record_budget: Annotated[
+        int,
+        typer.Option(
+            "--record-budget",
+            envvar=settings.RECORD_BUDGET_MB,
+            callback=POSITIVE,
+            metavar="MB>0",
+            help="Disk for the session's logs and screen record together (rolled parts are compressed; "
+            "the oldest go beyond it). Example: --record-budget 500",
+        ),
+    ] = settings.RECORD_BUDGET,
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -201,6 +212,8 @@ def agent(
                 stall_grace=min(settings.STALL_GRACE, stall_timeout),
             ),
             backoff=BackoffConfig(budget=restart_budget, base=from_env.restart_base),
+            record_budget=record_budget * 1024 * 1024,
+            log_roll=from_env.log_roll,
         )
         return run_agent(options, env, default_console())
 
@@ -412,6 +425,38 @@ def status(
         print(_masked(json.dumps([r.to_json() for r in chosen], indent=2)))
     else:
         print(_masked("\n\n".join(report.detail(r) for r in chosen)))
+
+
+@app.command()
+def replay(
+    session: Annotated[
+        str | None,
+        typer.Argument(help="The session id (or its start), as `waaah sessions` shows; default the newest."),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at", help="Where to start: +2h15m into the session, a time (03:12), or an ISO date and time."
+        ),
+    ] = None,
+    speed: Annotated[
+        float, typer.Option("--speed", callback=POSITIVE, metavar="N>0", help="Play N times as fast.")
+    ] = 1.0,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out", help="Write the asciicast to this file (- for standard output) instead of playing it."
+        ),
+    ] = None,
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Default: the current directory.")
+    ] = None,
+) -> None:
+    """Replay a session's screen record from any point, through asciinema's player: the whole night,
+    its compressed parts included. Example: waaah replay --at 03:12 --speed 4"""
+    from waaah_agent.runtime.replay import replay_session
+
+    _exit(lambda: replay_session(workspace or Path.cwd(), session, at, speed, out))
 
 
 @app.command("mcp-proxy")

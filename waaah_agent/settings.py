@@ -31,6 +31,10 @@ DEFAULT_AGENT_VAR = "WAAAH_DEFAULT_AGENT"
 PASS_ENV = "WAAAH_PASS_ENV"
 VIA_MAKE = "WAAAH_VIA_MAKE"
 CLI_DIR = "WAAAH_CLI_DIR"  # where `make` installed the CLIs (default: the checkout's .cache/clis)  # set by `make run`: the resume hint offers the make form too  # `waaah run`: more variables for the CLI, e.g. "AWS_,MY_TOKEN"
+RECORD_BUDGET_MB = "WAAAH_RECORD_BUDGET_MB"  # disk for one session's logs and record, in MB
+RECORD_BUDGET = 200
+LOG_ROLL_MB = "WAAAH_LOG_ROLL_MB"  # a log file rolls over into a compressed part at this size
+LOG_ROLL = 20.0
 LOG_LEVEL = "WAAAH_LOG_LEVEL"
 PROXY_LOG_LEVEL = "WAAAH_PROXY_LOG_LEVEL"
 SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
@@ -74,7 +78,9 @@ def text(flag: str | None, env: Mapping[str, str], name: str, default: str | Non
     return flag or env.get(name) or default
 
 
-def seconds(env: Mapping[str, str], name: str, default: float, flag: float | None = None) -> float:
+def seconds(
+    env: Mapping[str, str], name: str, default: float, flag: float | None = None, unit: str = "seconds"
+) -> float:
     """A duration: the flag, else the variable ``name``, else ``default``; a value that is not a
     number of seconds (0 or more) is a UsageError that names the variable."""
     if flag is not None:
@@ -87,7 +93,7 @@ def seconds(env: Mapping[str, str], name: str, default: float, flag: float | Non
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{name} must be a number of seconds (0 or more), not {raw!r}")
+        raise UsageError(f"{name} must be a number of {unit} (0 or more), not {raw!r}")
     return value
 
 
@@ -99,6 +105,7 @@ class AgentEnv:
     limit_margin: float = LIMIT_MARGIN
     limit_default: float = LIMIT_DEFAULT
     restart_base: float = RESTART_BASE
+    log_roll: int = int(LOG_ROLL * 1024 * 1024)  # bytes
 
 
 def agent_env(env: Mapping[str, str]) -> AgentEnv:
@@ -107,6 +114,7 @@ def agent_env(env: Mapping[str, str]) -> AgentEnv:
         limit_margin=seconds(env, LIMIT_MARGIN_SECONDS, LIMIT_MARGIN),
         limit_default=seconds(env, LIMIT_DEFAULT_SECONDS, LIMIT_DEFAULT),
         restart_base=seconds(env, RESTART_BASE_SECONDS, RESTART_BASE),
+        log_roll=max(4096, int(seconds(env, LOG_ROLL_MB, LOG_ROLL, unit="MB") * 1024 * 1024)),
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy, WorkflowNotFound
 from waaah_agent.runtime.logs import RETRY_AFTER, RollingFile, SessionLogs, json_text, prune, replay
+from waaah_agent.runtime.parts import parts_of
 from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
 from waaah_agent.runtime.workspace import find_workflow, git_root, strip_front_matter, workflow_name
 
@@ -95,14 +96,20 @@ def test_prune_keeps_the_newest_ten_sessions_per_agent(tmp_path):
     assert (tmp_path / "claude-20250101-000000.log").exists()
 
 
-def test_rolling_file_caps_size(tmp_path):
-    f = RollingFile(tmp_path / "a.log", max_bytes=100)
-    for _ in range(50):
-        f.write(b"0123456789\n")
+def test_rolling_file_rolls_into_numbered_parts_in_order(tmp_path):
+    """Each file stays under its size; the parts, oldest first, then the live file, hold all that
+    was written in order (compressing them and keeping them within a budget is the
+    Compressor's part: tests/runtime/test_record_parts.py)."""
+    rolled = []
+    f = RollingFile(tmp_path / "a.log", max_bytes=100, on_roll=rolled.append)
+    lines = [b"%09d\n" % n for n in range(50)]
+    for line in lines:
+        f.write(line)
     f.close()
-    sizes = [p.stat().st_size for p in tmp_path.glob("a.log*")]
-    assert len(sizes) == 4  # the live file and three rollovers
-    assert all(size <= 100 for size in sizes)
+    parts = parts_of(tmp_path / "a.log")
+    assert parts == rolled and [p.name for p in parts[:2]] == ["a.log.1", "a.log.2"]
+    assert all(p.stat().st_size <= 100 for p in [*parts, tmp_path / "a.log"])
+    assert b"".join(p.read_bytes() for p in [*parts, tmp_path / "a.log"]) == b"".join(lines)
 
 
 def test_a_log_on_a_full_disk_keeps_whole_lines_and_resumes(tmp_path):

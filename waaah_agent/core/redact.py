@@ -126,6 +126,14 @@ class Redactor:
         spelled = [_BETWEEN.join(re.escape(bytes([b])) for b in s) for s in self._raw_secrets]
         self._raw_spread = re.compile(b"|".join(spelled)) if spelled else None
         self._firsts = bytes(sorted({s[0] for s in self._raw_secrets}))
+        # Per known value: for each byte, the lengths of its prefixes that end with that byte,
+        # longest first (a tail can only be a prefix that ends with the tail's last byte).
+        self._prefix_ends: list[tuple[bytes, dict[int, list[int]]]] = []
+        for secret in self._raw_secrets:
+            ends: dict[int, list[int]] = {}
+            for k in range(len(secret) - 1, 0, -1):
+                ends.setdefault(secret[k - 1], []).append(k)
+            self._prefix_ends.append((secret, ends))
 
     @property
     def longest(self) -> int:
@@ -196,10 +204,10 @@ class Redactor:
         hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
         if m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold):
             hold = m.start()
-        for secret in self._raw_secrets:  # a known value begun (one that is not all word bytes)
-            for k in range(min(len(secret) - 1, hold), 0, -1):
-                if data.endswith(secret[:k], 0, hold):
-                    hold = min(hold, hold - k)
+        for secret, ends in self._prefix_ends:  # a known value begun (one not all word bytes)
+            for k in ends.get(data[hold - 1], ()) if hold else ():
+                if k <= hold and data.endswith(secret[:k], 0, hold):
+                    hold -= k
                     break
         if spread_tail:
             for i in range(max(start, len(data) - self._spread_reach()), hold):

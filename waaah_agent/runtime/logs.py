@@ -1,8 +1,10 @@
 """Session logs: clean timestamped text for grep/less, and a lossless asciicast v2 record.
 
 Writes are buffered (an unbuffered write per chunk costs real CPU at high output rates)
-and flushed by the loop's timer and at close. Each file rolls over at ``max_bytes`` and
-only the newest ``keep`` sessions per agent are kept, so a chatty night cannot fill the disk.
+and flushed by the loop's timer and at close. Each file rolls over at ``max_bytes`` into
+numbered parts that are compressed in the background and kept within the session's disk budget
+(``runtime/parts.py``), and only the newest ``keep`` sessions per agent are kept, so a whole
+night is kept and still cannot fill the disk.
 A disk that fills up anyway costs log lines, never the session: see ``RollingFile``.
 """
 
@@ -24,6 +26,7 @@ import orjson
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.textlog import LineCleaner
+from waaah_agent.runtime.parts import DEFAULT_BUDGET, Compressor, lines_of, next_part, parts_of
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.report import is_live
 from waaah_agent.runtime.store import CorruptSession, SessionStore
@@ -36,7 +39,6 @@ BUFFER = 64 * 1024
 # and the .log says how much it left out.
 HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 512 * 1024
-ROLLOVERS = 3  # <name>.log.1 .. .3 kept per session
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 
 
@@ -45,7 +47,8 @@ def stamp(now: datetime) -> str:
 
 
 class RollingFile:
-    """An append-only file that rolls over to ``.1``, ``.2``... when it grows too big.
+    """An append-only file that rolls over to ``.1``, ``.2``... (oldest first) when it grows too
+    big; ``on_roll`` gets each rolled part (to compress it).
 
     A failed write (disk full, file too large) never reaches the caller: the supervisor's
     job is the agent, not its logs. One warning says why; the file is closed and cut back to
@@ -54,9 +57,15 @@ class RollingFile:
     """
 
     def __init__(
-        self, path: Path, max_bytes: int, header: bytes = b"", clock: Callable[[], float] = time.monotonic
+        self,
+        path: Path,
+        max_bytes: int,
+        header: bytes = b"",
+        clock: Callable[[], float] = time.monotonic,
+        on_roll: Callable[[Path], None] | None = None,
     ) -> None:
         self.path = path
+        self._on_roll = on_roll
         self._max = max_bytes
         self._header = header
         self._clock = clock
@@ -93,11 +102,10 @@ class RollingFile:
         fh, self._fh = self._fh, None
         if fh is not None:
             fh.close()
-        for n in range(ROLLOVERS, 0, -1):
-            older = self.path.with_name(f"{self.path.name}.{n}")
-            newer = self.path.with_name(f"{self.path.name}.{n - 1}") if n > 1 else self.path
-            if newer.exists():
-                os.replace(newer, older)
+        part = next_part(self.path)
+        os.replace(self.path, part)
+        if self._on_roll is not None:
+            self._on_roll(part)
         self._fh = self._open()
 
     def _fail(self, err: OSError) -> None:
@@ -182,6 +190,7 @@ class SessionLogs:
         *,
         keep: int = 10,
         max_bytes: int = 20 * 1024 * 1024,
+        budget: int = DEFAULT_BUDGET,
         now: datetime | None = None,
     ) -> None:
         private_dir(folder)
@@ -215,8 +224,10 @@ class SessionLogs:
             "env": {"TERM": "xterm-256color"},
             "title": f"waaah agent --start={agent}",
         }
-        self._text = RollingFile(self.text_path, max_bytes)
-        self._cast = RollingFile(self.cast_path, max_bytes, (json.dumps(header) + "\n").encode())
+        self.parts = Compressor([self.text_path, self.cast_path], budget)
+        self._text = RollingFile(self.text_path, max_bytes, on_roll=self.parts.rolled)
+        cast_header = (json.dumps(header) + "\n").encode()
+        self._cast = RollingFile(self.cast_path, max_bytes, cast_header, on_roll=self.parts.rolled)
         prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
     def output(self, data: bytes) -> None:
@@ -303,6 +314,8 @@ class SessionLogs:
         for f in (self._text, self._cast):
             f.flush()
         self._report_losses()
+        while not self.parts.dropped.empty():
+            self.notice(f"the record outgrew its budget: dropped its oldest part {self.parts.dropped.get()}")
 
     def _report_losses(self, final: bool = False) -> None:
         """The text log says what a file misses, once it is written again (or at the end)."""
@@ -319,9 +332,11 @@ class SessionLogs:
         for line in self._cleaner.flush(time.monotonic()):
             self._line(line)
         self._report_losses(final=True)
+        self.parts.close()  # the last rolled part compressed, and what the budget dropped said
         self.flush()
         self._text.close()
         self._cast.close()
+        self.parts.close()
 
 
 def char_boundary(data: bytes, cut: int) -> int:
@@ -385,11 +400,12 @@ def prune(folder: Path, agent: str, keep: int, live: set[str] | frozenset[str] =
 
 
 def replay(cast_path: Path) -> bytes:
-    """The exact bytes recorded in an asciicast file (its rollovers are not included)."""
+    """The exact bytes recorded in an asciicast file and its rolled parts, oldest first."""
     out = bytearray()
-    with cast_path.open(encoding="utf-8") as fh:
-        next(fh)  # header
-        for line in fh:
+    for part in [*parts_of(cast_path), cast_path]:
+        for n, line in enumerate(lines_of(part)):
+            if n == 0:
+                continue  # each part starts with the header
             _, kind, data = json.loads(line)
             if kind == "o":
                 out += data.encode("utf-8", "surrogateescape")

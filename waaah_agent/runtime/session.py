@@ -176,7 +176,14 @@ def supervise(
     env.update({settings.SESSION_ID: state.id, settings.INBOX: str(session.inbox)})
     size = (terminal_size(sys.stdout.fileno()) if console.interactive else None) or DEFAULT_SIZE
     redactor = session.redact
-    logs = SessionLogs(workspace / ".waaah" / "logs", adapter.name, size, redactor)
+    logs = SessionLogs(
+        workspace / ".waaah" / "logs",
+        adapter.name,
+        size,
+        redactor,
+        budget=opts.record_budget,
+        max_bytes=opts.log_roll,
+    )
     mailbox = Mailbox()
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()

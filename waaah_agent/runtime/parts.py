@@ -1,0 +1,136 @@
+"""The rolled parts of a session's logs: numbered, compressed, kept within a disk budget, and read
+back as one record.
+
+A log file rolls over to ``<name>.1``, ``<name>.2``... (oldest first). Each rolled part is
+gzip-compressed in a thread of its own (``<name>.<n>.gz``; written beside it as ``.gz.tmp`` and
+renamed, so a part is always whole, plain or compressed), off the relay's path. A TUI waiting on a
+tool redraws the same frame all night, which compresses 60-70 times. Only when the session's files
+together outgrow the budget are the oldest parts dropped, and that is said in the text log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import queue
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+MB = 1024 * 1024
+DEFAULT_BUDGET = 200 * MB  # all of one session's log files together
+COMPRESS_LEVEL = 6
+
+
+def part_number(path: Path, name: str) -> int | None:
+    """``n`` when ``path`` is part ``n`` of the file ``name`` (plain or compressed)."""
+    match = re.fullmatch(re.escape(name) + r"\.(\d+)(?:\.gz)?", path.name)
+    return int(match.group(1)) if match else None
+
+
+def parts_of(path: Path) -> list[Path]:
+    """The rolled parts of ``path``, oldest first; a part both plain and compressed (the
+    compression was cut short after its rename) counts once, compressed."""
+    found: dict[int, Path] = {}
+    for candidate in path.parent.glob(f"{glob_escape(path.name)}.*"):
+        n = part_number(candidate, path.name)
+        if n is not None and (n not in found or candidate.suffix == ".gz"):
+            found[n] = candidate
+    return [found[n] for n in sorted(found)]
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def next_part(path: Path) -> Path:
+    numbers = [part_number(p, path.name) or 0 for p in parts_of(path)]
+    return path.with_name(f"{path.name}.{max(numbers, default=0) + 1}")
+
+
+def open_part(path: Path) -> IO[bytes]:
+    if path.suffix == ".gz":
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # a binary file, as IO[bytes] says
+    return path.open("rb")
+
+
+def lines_of(path: Path) -> Iterator[bytes]:
+    """The lines of one part; a compressed part cut short (a full disk, a kill) yields what it
+    holds up to the damage, then raises :class:`DamagedPart`."""
+    try:
+        with open_part(path) as fh:
+            yield from fh
+    except (EOFError, OSError, gzip.BadGzipFile) as err:
+        raise DamagedPart(path, str(err) or type(err).__name__) from None
+
+
+class DamagedPart(Exception):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path.name} is damaged ({why})")
+        self.path = path
+
+
+class Compressor:
+    """Compresses rolled parts in the background, then keeps the files within ``budget``.
+
+    ``files``: the live log files of the session (their parts and their own size count).
+    What it dropped for the budget waits in :attr:`dropped` for the text log to say so.
+    """
+
+    def __init__(self, files: list[Path], budget: int = DEFAULT_BUDGET) -> None:
+        self.files = files
+        self.budget = budget
+        self.dropped: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._todo: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def rolled(self, part: Path) -> None:
+        """A part just rolled: compress it (in the background), then mind the budget."""
+        self._todo.put(part)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="waaah-log-parts", daemon=True)
+            self._thread.start()
+
+    def close(self, wait: float = 10.0) -> None:
+        """At the end: let the last part be compressed, for at most ``wait`` seconds (a part
+        left plain is read back all the same)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:  # a later roll starts a thread of its own
+            self._todo.put(None)
+            thread.join(wait)
+
+    def _run(self) -> None:
+        while (part := self._todo.get()) is not None:
+            with contextlib.suppress(OSError):  # a part left plain is still a whole part
+                compress(part)
+            self.keep_to_budget()
+
+    def keep_to_budget(self) -> None:
+        parts = [(p.stat().st_mtime, p) for f in self.files for p in parts_of(f) if p.exists()]
+        total = sum(p.stat().st_size for _, p in parts) + sum(
+            f.stat().st_size for f in self.files if f.exists()
+        )
+        for _, oldest in sorted(parts):
+            if total <= self.budget:
+                break
+            with contextlib.suppress(OSError):
+                size = oldest.stat().st_size
+                oldest.unlink()
+                total -= size
+                self.dropped.put(f"{oldest.name} ({size / MB:.1f} MB)")
+
+
+def compress(part: Path) -> Path:
+    """``part`` -> ``part.gz`` (0600), whole or not at all."""
+    target = part.with_name(part.name + ".gz")
+    tmp = part.with_name(part.name + ".gz.tmp")
+    with part.open("rb") as src, gzip.open(tmp, "wb", compresslevel=COMPRESS_LEVEL) as dst:
+        shutil.copyfileobj(src, dst, 1024 * 1024)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, target)
+    part.unlink()
+    return target
