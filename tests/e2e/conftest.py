@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +53,8 @@ def _no_traceback_in_any_cast(request: pytest.FixtureRequest) -> Iterator[None]:
     root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
     for cast in casts_under(root) if root is not None else []:
-        assert_no_python_noise(cast.read_bytes(), str(cast))
+        raw = cast.read_bytes()
+        assert_no_python_noise(gzip.decompress(raw) if cast.suffix == ".gz" else raw, str(cast))
 
 
 def with_cli_path(env: dict[str, str]) -> dict[str, str]:
