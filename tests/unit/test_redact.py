@@ -122,3 +122,45 @@ def test_a_key_learned_later_is_masked_from_then_on():
     r.add("waaah-live-key-123")
     r.add("short")  # too short to mask everywhere
     assert r("key waaah-live-key-123 short") == f"key {MASK} short"
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "sk-ant-",
+                "sk-",
+                "AIza",
+                "ya29.",
+                "ghp_",
+                "github_pat_",
+                "xoxb-",
+                "AKIA",
+                "eyJ",
+                ".",
+                "BeArEr ",
+                "bearer ",
+                "key-",
+                "ant-api",
+                "api_key=",
+                "Token: ",
+                "PASSWORD=",
+                "0123456789abcdefABCDEF",
+                "_-",
+                " ",
+                "\n",
+                '"',
+            ]
+        ),
+        max_size=12,
+    )
+)
+def test_shapes_looked_for_only_by_their_anchors_mask_the_same(parts):
+    """The anchor check before each shape's pattern never lets a shape through."""
+    from waaah_agent.core.redact import _TEXT_SHAPES, _keep_prefix
+
+    text = "".join(parts)
+    everything = text
+    for pattern in _TEXT_SHAPES:
+        everything = pattern.sub(_keep_prefix, everything)
+    assert Redactor()(text) == everything

@@ -75,6 +75,10 @@ _ASSIGN = (
     r"(?!\[REDACTED\])[^\s\"',;&<>]{8,}"
 )
 _TEXT_SHAPES = tuple(re.compile(p) for _, p in _SHAPES) + (re.compile(_ASSIGN),)
+_TEXT_ANCHORED = tuple(
+    (tuple(a.lower() for a in anchors), pattern)
+    for anchors, pattern in zip([a for a, _ in _SHAPES] + [_ASSIGN_ANCHORS], _TEXT_SHAPES, strict=True)
+)
 _RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in _SHAPES)
 _RAW_ASSIGN = re.compile(_ASSIGN.encode())
 _RAW_ASSIGN_ANCHORS = tuple(a.encode() for a in _ASSIGN_ANCHORS)
@@ -153,10 +157,15 @@ class Redactor:
         return text
 
     def __call__(self, text: str) -> str:
-        """Mask known values and shapes in a text (a log line, a message, a JSON document)."""
+        """Mask known values and shapes in a text (a log line, a message, a JSON document).
+
+        Each shape's pattern runs only when one of its anchors is in the text (compared in lower
+        case, so a mixed-case "BeArEr" is still looked at): most lines hold none."""
         text = self.exact(text)
-        for pattern in _TEXT_SHAPES:
-            text = pattern.sub(_keep_prefix, text)
+        lowered = text.lower()
+        for anchors, pattern in _TEXT_ANCHORED:
+            if any(a in lowered for a in anchors):
+                text = pattern.sub(_keep_prefix, text)
         return text
 
     def value(self, obj: object) -> object:

@@ -255,8 +255,9 @@ class SessionLogs:
             spread = self._redact.spread_in([*lines, self._cleaner.partial])
             spread_tail = self._redact.starts_secret(self._cleaner.partial)
             for line in lines:
-                self.recent.append(self._redact(line))
-                self._line(line)
+                masked = self._redact(line)
+                self.recent.append(masked)
+                self._line(masked, masked=True)
             self._frames.saw(data)
             self._frame_spread = (spread, spread_tail)
         self._cast_out(now, data, spread=spread, spread_tail=spread_tail)
@@ -303,9 +304,10 @@ class SessionLogs:
         """Output was left out of the text log this second (a later flush says how much)."""
         return bool(self._skipped)
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, masked: bool = False) -> None:
         ts = datetime.now().isoformat(timespec="milliseconds")
-        self._text.write(f"{ts} {self._redact(text)}\n".encode("utf-8", "surrogateescape"))
+        line = text if masked else self._redact(text)
+        self._text.write(f"{ts} {line}\n".encode("utf-8", "surrogateescape"))
 
     def flush(self) -> None:
         now = time.monotonic()
