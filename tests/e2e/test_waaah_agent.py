@@ -352,6 +352,26 @@ def test_identical_waits_stay_in_the_loop_past_gemini_s_loop_detector(tmp_path):
         assert save_and_exit(child) == 0
 
 
+def test_a_cli_that_refuses_its_command_line_is_a_configuration_error_not_a_crash(cli, tmp_path):
+    """An option the installed CLI does not know (a wrong argument after `--`, or an older release
+    without one waaah passes): one line with the CLI's own words, exit code 2, no restart."""
+    ws = workspace_for(tmp_path)
+    with FakeModel([], default=Text("OK")) as model:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", "--no-mcp", "--", "--no-such-flag")
+        child.expect(pexpect.EOF, timeout=60)
+        child.close()
+        said = child.before.decode(errors="replace")
+    assert child.exitstatus == 2, said
+    line = next(ln for ln in said.splitlines() if "refused its command line" in ln)
+    # gemini reads --no-X as "not X": its own words are "Unknown arguments: such-flag, suchFlag"
+    own = {"gemini": "Unknown arguments: such-flag", "claude": "error: unknown option '--no-such-flag'"}
+    assert f"waaah: {cli} refused its command line: {own[cli]}" in line and "--no-such-flag" in line
+    assert [e["event"] for e in events(ws)].count("start") == 1  # never restarted
+    assert not any(e["event"] == "restart" for e in events(ws))
+    assert state(ws)["status"] == "failed"
+
+
 def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
     import socket
 

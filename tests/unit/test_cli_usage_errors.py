@@ -50,3 +50,30 @@ def test_a_long_line_is_cut_at_a_word_not_in_one() -> None:
     failure = classify(1, line, StreamSummary())
     assert failure is not None and failure.message.endswith("word ...")
     assert len(failure.message) <= 304
+
+
+@pytest.mark.parametrize("cli", sorted(RECORDED))
+def test_a_supervised_cli_that_refuses_its_arguments_at_once_is_not_restarted(cli: str) -> None:
+    """The same recordings, as the supervisor sees a CLI that exits before its first prompt."""
+    from waaah_agent.core.events import Outcome, StopReason
+    from waaah_agent.core.failures import rejected_arguments
+    from waaah_agent.core.lifecycle import rejected_command_line
+
+    _, code, stderr = recorded(cli, "unknown_option")
+    lines = stderr.splitlines()
+
+    class Exit:
+        ok = False
+        code = 1
+
+    ended = Outcome(StopReason.AGENT_EXIT, Exit(), reached_prompt=False)
+    said = rejected_command_line(ended, lines)
+    assert said == rejected_arguments(stderr) and said is not None
+    if cli != "opencode":  # it prints only its usage
+        assert said == EXPECTED[cli]
+    # After its prompt was shown, the same words are the agent's business, and a crash restarts.
+    assert rejected_command_line(Outcome(StopReason.AGENT_EXIT, Exit(), reached_prompt=True), lines) is None
+    assert (
+        rejected_command_line(Outcome(StopReason.AGENT_EXIT, Exit(), reached_prompt=False), ["a crash"])
+        is None
+    )

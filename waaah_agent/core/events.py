@@ -30,6 +30,7 @@ class StopReason(str, Enum):
     RESTART = "restart"  # EVICT RESTART from the server
     EVICT = "evict"  # EVICT SHUTDOWN
     GAVE_UP = "gave-up"  # the restart budget is spent
+    REJECTED = "rejected-arguments"  # the CLI refused its command line at once: configuration
 
 
 class Due(Enum):
@@ -60,6 +61,7 @@ class Outcome:
     reason: StopReason
     status: ExitInfo | None = None
     detail: str = ""
+    reached_prompt: bool = True  # the CLI showed its prompt (or worked) before the run ended
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,16 @@ _TRANSIENT = re.compile(
 )
 
 
+def rejected_arguments(output: str) -> str | None:
+    """The line in which a CLI rejected its command line (an unknown option, say), or its usage
+    text's first line when it printed only that; None when ``output`` shows neither."""
+    if rejected := _REJECTED.search(output):
+        return _line(rejected.group(0))
+    if usage := _USAGE.search(output):
+        return _line(output[usage.start() :].splitlines()[0])
+    return None
+
+
 @dataclass(frozen=True)
 class Failure:
     type: ErrorType

@@ -5,12 +5,14 @@ Pure, like the machine that decides within a run (``core/machine.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
 from waaah_agent.core.backoff import RestartDecision, Restarts
 from waaah_agent.core.delivery import Delivery
 from waaah_agent.core.events import Outcome, StopReason
+from waaah_agent.core.failures import rejected_arguments
 from waaah_agent.core.policy import CONTINUE_PROMPT
 
 
@@ -67,6 +69,16 @@ def first_prompt(
     )
 
 
+def rejected_command_line(outcome: Outcome, output: Iterable[str]) -> str | None:
+    """The CLI's own line when it exited with an error before ever showing its prompt because it
+    refused its command line (an unknown option: an older release, a wrong argument after `--`):
+    a configuration error to report, never a crash to restart."""
+    failed = outcome.status is not None and not outcome.status.ok
+    if outcome.reason is not StopReason.AGENT_EXIT or not failed or outcome.reached_prompt:
+        return None
+    return rejected_arguments("\n".join(output))
+
+
 def restart_decision(outcome: Outcome, restarts: Restarts, now: float, rand: float) -> RestartDecision | None:
     """None when the run ended for good; else whether (and when) to start the agent again."""
     crashed = outcome.reason is StopReason.AGENT_EXIT and (outcome.status is None or not outcome.status.ok)
@@ -79,6 +91,7 @@ def final_status(reason: StopReason) -> SessionStatus:
     return {
         StopReason.LOGIN: SessionStatus.LOGIN_REQUIRED,
         StopReason.GAVE_UP: SessionStatus.FAILED,
+        StopReason.REJECTED: SessionStatus.FAILED,
         StopReason.EVICT: SessionStatus.EVICTED,
         StopReason.AGENT_EXIT: SessionStatus.EXITED,
     }.get(reason, SessionStatus.STOPPED)

@@ -318,4 +318,4 @@ class MachineParts:
         if self.stopping is not None:
             self._emit(Finish(Outcome(self.stopping, status, self.stop_detail)))
         else:
-            self._emit(Finish(Outcome(StopReason.AGENT_EXIT, status)))
+            self._emit(Finish(Outcome(StopReason.AGENT_EXIT, status, reached_prompt=self.past_start)))

@@ -19,7 +19,7 @@ from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import RestartDecision
 from waaah_agent.core.events import Outcome, StopReason
 from waaah_agent.core.lifecycle import SessionStatus, final_status
-from waaah_agent.errors import AgentFailed, LoginRequired, RestartBudgetExhausted
+from waaah_agent.errors import AgentFailed, LoginRequired, RestartBudgetExhausted, UsageError
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.signals import wait_interruptibly
 from waaah_agent.runtime.store import CorruptSession, SessionDir, SessionState
@@ -149,6 +149,13 @@ def finish(
         )
     if outcome.reason is StopReason.LOGIN:
         raise LoginRequired(outcome.detail)
+    if outcome.reason is StopReason.REJECTED:
+        tested = f" {adapter.tested_version}" if adapter.tested_version else ""
+        raise UsageError(
+            f"{adapter.name} refused its command line: {outcome.detail} (started as: {shlex.join(state.argv)}). "
+            f"Check the arguments given after `--`; an older {adapter.name} than the one waaah is tested "
+            f"with{tested} lacks options waaah passes: update it with {adapter.install_hint}. {kept}"
+        )
     if outcome.reason is StopReason.GAVE_UP:
         how = outcome.status.describe() if outcome.status else "an unknown status"
         raise RestartBudgetExhausted(

@@ -39,6 +39,7 @@ BUFFER = 64 * 1024
 # and the .log says how much it left out.
 HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 512 * 1024
+HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 
 
@@ -209,6 +210,7 @@ class SessionLogs:
         self._frames = RepeatedFrames()
         self._frame_spread = (False, False)
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
+        self.head: list[str] = []  # the first clean lines since the agent last started
         self._t0 = time.monotonic()
         self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
         self._cleaned = 0
@@ -257,6 +259,8 @@ class SessionLogs:
             for line in lines:
                 masked = self._redact(line)
                 self.recent.append(masked)
+                if len(self.head) < HEAD_LINES:
+                    self.head.append(masked)
                 self._line(masked, masked=True)
             self._frames.saw(data)
             self._frame_spread = (spread, spread_tail)

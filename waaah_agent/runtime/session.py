@@ -26,6 +26,7 @@ from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
     first_prompt,
+    rejected_command_line,
     restart_decision,
 )
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
@@ -213,7 +214,11 @@ def supervise(
         ):
             while True:
                 restarts.on_start(time.monotonic())
+                logs.head.clear()
                 outcome = run.once(resumed, redactor)
+                if why := rejected_command_line(outcome, [*logs.head, *logs.recent]):
+                    outcome = Outcome(StopReason.REJECTED, outcome.status, why)
+                    break
                 decision = restart_decision(outcome, restarts, time.monotonic(), random.random())
                 if decision is None:
                     break
