@@ -30,7 +30,9 @@ from waaah_agent.cli_options import (
     _interactive_cli,
     _version,
 )
-from waaah_agent.errors import RUN_EXIT_CODES, ExitCode, WaaahError, exit_codes, table
+from waaah_agent.cli_reading import replay, sessions, status
+from waaah_agent.cli_run import _exit, _masked
+from waaah_agent.errors import RUN_EXIT_CODES, exit_codes, table
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -384,79 +386,9 @@ def run(
     _exit(go)
 
 
-@app.command()
-def sessions(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
-) -> None:
-    """Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
-    id, kind, agent, status, tokens in/out, first prompt line."""
-    from waaah_agent.runtime import runlog
-    from waaah_agent.runtime.workspace import git_root
-
-    start = (workspace or Path.cwd()).resolve()
-    roots = runlog.tree(git_root(start) or start)
-    print(
-        _masked(json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots))
-    )
-
-
-@app.command()
-def status(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
-) -> None:
-    """What the running (else the newest) session is doing now. Exit code 7 when there is none."""
-    from waaah_agent.runtime import report
-
-    rows = report.reports_for(workspace or Path.cwd())
-    chosen = [r for r in rows if r.live] or rows[:1]
-    if not chosen:
-        print(
-            "waaah: no sessions in this workspace; start one with: waaah agent --start=gemini",
-            file=sys.stderr,
-        )
-        raise typer.Exit(ExitCode.NO_SESSION)
-    if as_json:
-        print(_masked(json.dumps([r.to_json() for r in chosen], indent=2)))
-    else:
-        print(_masked("\n\n".join(report.detail(r) for r in chosen)))
-
-
-@app.command()
-def replay(
-    session: Annotated[
-        str | None,
-        typer.Argument(help="The session id (or its start), as `waaah sessions` shows; default the newest."),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--at", help="Where to start: +2h15m into the session, a time (03:12), or an ISO date and time."
-        ),
-    ] = None,
-    speed: Annotated[
-        float, typer.Option("--speed", callback=POSITIVE, metavar="N>0", help="Play N times as fast.")
-    ] = 1.0,
-    out: Annotated[
-        str | None,
-        typer.Option(
-            "--out", help="Write the asciicast to this file (- for standard output) instead of playing it."
-        ),
-    ] = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-) -> None:
-    """Replay a session's screen record from any point, through asciinema's player: the whole night,
-    its compressed parts included. Example: waaah replay --at 03:12 --speed 4"""
-    from waaah_agent.runtime.replay import replay_session
-
-    _exit(lambda: replay_session(workspace or Path.cwd(), session, at, speed, out))
+app.command()(sessions)
+app.command()(status)
+app.command()(replay)
 
 
 @app.command("mcp-proxy")
@@ -495,30 +427,6 @@ def mcp_proxy(
 
     given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
     _exit(lambda: proxy.run(given))
-
-
-def _exit(action: object) -> None:
-    try:
-        code = action()  # type: ignore[operator]
-    except WaaahError as err:
-        print(f"waaah: {_masked(str(err))}", file=sys.stderr)
-        raise typer.Exit(err.exit_code) from None
-    except BrokenPipeError:
-        raise typer.Exit(ExitCode.INTERNAL) from None
-    except KeyboardInterrupt:
-        print("waaah: interrupted", file=sys.stderr)
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    raise typer.Exit(int(code or 0))
-
-
-def _masked(text: str, *secrets: str | None) -> str:
-    """What we print, with the secrets of this environment (and any given by a flag) masked."""
-    from waaah_agent.core.redact import Redactor, known_secrets
-
-    redact = Redactor(known_secrets(os.environ))
-    for secret in secrets:
-        redact.add(secret)
-    return redact(text)
 
 
 def main() -> None:
