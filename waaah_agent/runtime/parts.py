@@ -107,21 +107,36 @@ class Compressor:
         while (part := self._todo.get()) is not None:
             with contextlib.suppress(OSError):  # a part left plain is still a whole part
                 compress(part)
-            self.keep_to_budget()
+            with contextlib.suppress(OSError):  # the next roll tries again
+                self.keep_to_budget()
 
     def keep_to_budget(self) -> None:
-        parts = [(p.stat().st_mtime, p) for f in self.files for p in parts_of(f) if p.exists()]
-        total = sum(p.stat().st_size for _, p in parts) + sum(
-            f.stat().st_size for f in self.files if f.exists()
-        )
-        for _, oldest in sorted(parts):
+        """Drop the oldest parts while the files are over the budget. A file may be renamed (a
+        roll) while this runs: one that is gone counts as nothing and is not dropped."""
+        parts = [(n, p) for f in self.files for n, p in enumerate(parts_of(f))]
+        total = sum(_size(p) for _, p in parts) + sum(_size(f) for f in self.files)
+        for _, oldest in sorted(parts, key=lambda part: (_mtime(part[1]), part[0])):
             if total <= self.budget:
                 break
+            size = _size(oldest)
             with contextlib.suppress(OSError):
-                size = oldest.stat().st_size
                 oldest.unlink()
                 total -= size
                 self.dropped.put(f"{oldest.name} ({size / MB:.1f} MB)")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def compress(part: Path) -> Path:
