@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters, settings
+from waaah_agent.cli_mcp import mcp_app
 from waaah_agent.cli_options import (
     ALL_CLIS,
     FORMATS,
@@ -389,6 +390,7 @@ def run(
 app.command()(sessions)
 app.command()(status)
 app.command()(replay)
+app.add_typer(mcp_app)
 
 
 @app.command("mcp-proxy")

@@ -8,7 +8,10 @@ gemini is ready. With no key at all, waaah waits at gemini's auth dialog instead
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -19,7 +22,8 @@ from tests.doubles.cli_homes import REPO, ScreenFeed, base_env
 from tests.doubles.fake_model import FakeModel, Text
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import workspace_for
-from tests.runtime.helpers import events, pump_until, state
+from tests.runtime.helpers import WAAAH as WAAAH_BIN
+from tests.runtime.helpers import events, pump_until, retry_until, state
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -104,6 +108,18 @@ def test_make_run_with_a_key_and_nothing_else_reaches_a_working_agent(tmp_path):
         child.expect(pexpect.EOF, timeout=30)
         out = child.before.decode(errors="replace")
         assert "Resume with: " in out and f"{REPO}/.venv/bin/waaah agent --start=gemini" in out
+    # What the person chose in gemini's dialogs is in their own ~/.gemini, as gemini alone would
+    # have left it; the waaah entry and the run's switches are not.
+    user = home / ".gemini"
+    print(f"the user's ~/.gemini after the night: {sorted(os.listdir(user))}")
+    settings = json.loads((user / "settings.json").read_text()) if (user / "settings.json").exists() else {}
+    assert "waaah" not in settings.get("mcpServers", {}) and "disableLoopDetection" not in str(settings)
+    if DIALOGS[1] in person.answered:
+        assert settings["security"]["auth"]["selectedType"] == "gemini-api-key", settings
+    if DIALOGS[0] in person.answered:
+        assert str(ws) in (user / "trustedFolders.json").read_text()
+    assert not [p for p in user.iterdir() if p.is_symlink()]
+    assert not list((home / ".local" / "state" / "waaah-agent" / "homes").glob("*"))
 
 
 def test_with_no_key_waaah_waits_at_gemini_s_auth_dialog_instead_of_stopping_it(tmp_path):
@@ -136,3 +152,64 @@ def test_with_no_key_waaah_waits_at_gemini_s_auth_dialog_instead_of_stopping_it(
 
 def state_exists(ws: Path) -> bool:
     return any((ws / ".waaah" / "sessions").glob("*/events.jsonl"))
+
+
+def test_an_address_and_key_typed_once_are_kept_for_the_next_unattended_start(tmp_path):
+    """No server configured anywhere: waaah asks at the terminal (the key not echoed), the run
+    works with them, and the next start with nobody at the terminal uses them again. The key
+    lands in a 0600 file of ours and in no file of gemini's."""
+    from tests.e2e.test_waaah_agent import cli_env, spawn
+
+    key = "typed-waaah-key-0123456789"
+    ws = workspace_for(tmp_path)
+    home = tmp_path / "home"
+    with FakeModel([], default=Text("OK")) as model, WaaahServer(api_key=key) as server:
+        env = cli_env("gemini", home, ws, model.url)
+        env.pop("WAAAH_SERVER_URL", None)
+        env.pop("WAAAH_API_KEY", None)
+        child = spawn(ws, env, "--start=gemini")
+        child.expect_exact("WAAAH server address [http://localhost:3456]: ")
+        child.sendline(server.url)
+        child.expect_exact("WAAAH API key (optional, not shown, Enter for none): ")
+        child.sendline(key)
+        child.expect("kept the WAAAH server address and API key")
+        pump_until(child, lambda: any(e["event"] == "server" for e in events(ws)), 60)
+        (first,) = [e for e in events(ws) if e["event"] == "server"]
+        assert first["ok"] is True, first
+        child.send("\x03")
+        child.expect("save and exit")
+        child.send("s")
+        child.expect(pexpect.EOF, timeout=30)
+        kept = home / ".config" / "waaah-agent"
+        assert (kept / "api-key").read_text() == key + "\n"
+        assert (kept / "api-key").stat().st_mode & 0o777 == 0o600 and kept.stat().st_mode & 0o777 == 0o700
+        assert (kept / "server").read_text() == server.url + "\n"
+        assert key not in (home / ".gemini" / "settings.json").read_text()
+
+        again = subprocess.Popen(
+            [WAAAH_BIN, "agent", "--start=gemini"],
+            cwd=ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            retry_until(lambda: len([e for e in all_events(ws) if e["event"] == "server"]) >= 2, timeout=60)
+        finally:
+            os.killpg(again.pid, signal.SIGTERM)
+            out = again.communicate(timeout=30)[0].decode(errors="replace")
+        second = [e for e in all_events(ws) if e["event"] == "server"][-1]
+        assert second["ok"] is True and second["source"] == "the address typed at an earlier start", (
+            second,
+            out,
+        )
+        assert key not in out
+
+
+def all_events(ws: Path) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    for path in sorted((ws / ".waaah" / "sessions").glob("*/events.jsonl")):
+        found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return found

@@ -325,31 +325,36 @@ def test_evict_shutdown_ends_the_session_cleanly(cli, tmp_path):
         assert ends and ends[0]["evict_action"] == "SHUTDOWN"
 
 
-def test_identical_waits_stay_in_the_loop_past_gemini_s_loop_detector(tmp_path):
-    """An agent waiting in its loop calls wait_for_prompt with the same arguments every time.
-    gemini's detector first tells the model, then asks whether to stay on: the supervisor turns
-    it off for the session, and the waits go on without a continue prompt."""
+def test_identical_waits_stay_in_the_loop_with_gemini_s_loop_detector_off_for_the_run(tmp_path):
+    """An agent waiting in its loop calls wait_for_prompt with the same arguments every time;
+    gemini's detector would halt the turn after five. The run's own settings turn it off: six
+    and more identical waits in a row, no word of a loop to the model, no continue prompt, and
+    the user's settings file byte for byte as it was (the entry and the switch are the run's)."""
     wait = ToolCall("wait_for_prompt", {"timeout": 1})
     script = [
         Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
         Rule(wait, tool_result="register_agent"),
         Rule(wait, tool_result="wait_for_prompt"),
-        Rule(wait, marker="Potential loop detected"),  # gemini's own word to the model: wait on
-        Rule(wait, marker="You successfully executed a tool"),  # its retry once detection is off
     ]
     ws = workspace_for(tmp_path)
+    home = tmp_path / "home"
     with FakeModel(script, default=Text("OK")) as model, WaaahServer() as server:
-        env = cli_env("gemini", tmp_path / "home", ws, model.url)
+        env = cli_env("gemini", home, ws, model.url)
+        user_settings = home / ".gemini" / "settings.json"
+        before = user_settings.read_bytes()
         child = spawn(ws, env, "--start=gemini", f"--server={server.url}")
-        pump_until(child, lambda: state_or_none(ws), 30)
-        pump_until(child, lambda: any(e["event"] == "loop-detector" for e in events(ws)), 120)
-        answered = len(server.tool_calls("wait_for_prompt"))
-        pump_until(child, lambda: len(server.tool_calls("wait_for_prompt")) >= answered + 6, 60)
-        detector = [e for e in events(ws) if e["event"] == "loop-detector"]
-        assert [e["action"] for e in detector][:1] == ["turned off for this session"], detector
+        pump_until(child, lambda: len(server.tool_calls("wait_for_prompt")) >= 8, 120)
+        texts = [r["last_user_text"] for r in model.main_requests()]
+        assert not any("loop detected" in t.lower() for t in texts), texts[-3:]
+        assert not any(e["event"] in ("loop-detector", "nudge") for e in events(ws))
         assert continue_requests(model) == [] and len(workflow_requests(model)) == 1
-        assert not any(e["event"] == "nudge" for e in events(ws))
+        assert user_settings.read_bytes() == before
         assert save_and_exit(child) == 0
+    assert user_settings.read_bytes() == before
+    # The conversation is in the user's own gemini folder, where a plain `gemini --resume` finds it.
+    native = state(ws)["native_session_id"]
+    assert list((home / ".gemini" / "tmp").glob(f"*/chats/session-*-{native[:8]}*.json*"))
+    assert not list((home / ".local" / "state" / "waaah-agent" / "homes").glob("*"))
 
 
 def test_a_cli_that_refuses_its_command_line_is_a_configuration_error_not_a_crash(cli, tmp_path):

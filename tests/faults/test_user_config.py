@@ -1,10 +1,13 @@
-"""The user's gemini settings file in every shape a night can leave it in, through `waaah agent --start=gemini`.
+"""The user's gemini settings file in every shape a night can leave it in, through `waaah agent
+--start=gemini` and `waaah mcp install`.
 
-`waaah agent` edits ``mcpServers.waaah`` in ``~/.gemini/settings.json``. A symlinked file keeps
-its link and its target is edited; anything it must not or cannot edit (read-only, on a read-only
-file system, a directory, a FIFO, the wrong JSON shape) is refused before gemini is started: one
-line naming the file and the fix, the exit code of a configuration error, no traceback, the file
-byte for byte as it was, and never a hang.
+`waaah agent` reads ``~/.gemini/settings.json`` and never writes it: each run gets a home of its
+own whose settings are the user's with the waaah entry laid over them. A symlinked, read-only or
+read-only-mounted file is read and left as it was; one it cannot read as settings (a directory,
+a FIFO, the wrong JSON shape) is refused before gemini is started: one line naming the file and
+the fix, the exit code of a configuration error, no traceback, the file byte for byte as it
+was, and never a hang. `waaah mcp install`, which the user runs to keep an entry there, edits a
+symlink's target and refuses a file it must not write, with the entry to add by hand.
 """
 
 from __future__ import annotations
@@ -95,13 +98,8 @@ def read_only_tmpfs(where: Path, files: dict[str, bytes]) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-def test_a_symlinked_settings_file_keeps_its_link_and_the_target_is_edited(workspace, home, tmp_path):
-    settings = settings_path(home)
-    target = tmp_path / "dotfiles" / "gemini-settings.json"
-    target.parent.mkdir()
-    target.write_bytes(BEFORE)
-    settings.symlink_to(target)
-    out = tmp_path / "out.txt"
+def started_and_stopped(workspace: Path, home: Path, out: Path) -> str:
+    """Start `waaah agent` headless until it has given gemini the server, then stop it (SIGTERM)."""
     with out.open("w") as sink:
         proc = subprocess.Popen(
             [WAAAH, "agent", "--start=gemini", "--server", unused_url()],
@@ -113,7 +111,7 @@ def test_a_symlinked_settings_file_keeps_its_link_and_the_target_is_edited(works
             start_new_session=True,
         )
         try:
-            retry_until(lambda: "configured the waaah MCP server" in out.read_text(), timeout=30)
+            retry_until(lambda: "gave this run the waaah MCP server" in out.read_text(), timeout=30)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)  # the supervisor saves the session and stops gemini
@@ -121,7 +119,34 @@ def test_a_symlinked_settings_file_keeps_its_link_and_the_target_is_edited(works
                 proc.wait(timeout=20)
             finally:
                 end_process_group(proc.pid)
-    assert_no_traceback(out.read_text())
+    text = out.read_text()
+    assert_no_traceback(text)
+    assert not list((home / ".local" / "state" / "waaah-agent" / "homes").glob("*"))  # the run's home is gone
+    return text
+
+
+def test_a_symlinked_settings_file_is_read_and_left_as_it_was(workspace, home, tmp_path):
+    settings = settings_path(home)
+    target = tmp_path / "dotfiles" / "gemini-settings.json"
+    target.parent.mkdir()
+    target.write_bytes(BEFORE)
+    settings.symlink_to(target)
+    started_and_stopped(workspace, home, tmp_path / "out.txt")
+    assert settings.is_symlink() and os.readlink(settings) == str(target)
+    assert target.read_bytes() == BEFORE
+    assert not list(settings.parent.glob("settings.json.waaah-backup-*"))
+    assert not list(target.parent.glob(".*.tmp"))
+
+
+def test_mcp_install_edits_a_symlink_s_target_with_a_backup(workspace, home, tmp_path):
+    settings = settings_path(home)
+    target = tmp_path / "dotfiles" / "gemini-settings.json"
+    target.parent.mkdir()
+    target.write_bytes(BEFORE)
+    settings.symlink_to(target)
+    done = run_waaah("mcp", "install", "--server", "http://127.0.0.1:9", cwd=workspace, env=gemini_env(home))
+    assert done.returncode == 0, done.stderr
+    assert "configured the waaah MCP server" in done.stdout
     assert settings.is_symlink() and os.readlink(settings) == str(target)
     after = json.loads(target.read_text())
     assert list(after) == ["ui", "general", "mcpServers"] and after["ui"] == {"theme": "Dracula"}
@@ -129,22 +154,30 @@ def test_a_symlinked_settings_file_keeps_its_link_and_the_target_is_edited(works
     (backup,) = settings.parent.glob("settings.json.waaah-backup-*")
     assert backup.read_bytes() == BEFORE
     assert not list(target.parent.glob(".*.tmp"))
+    again = run_waaah("mcp", "uninstall", cwd=workspace, env=gemini_env(home))
+    assert again.returncode == 0 and "removed the waaah MCP server" in again.stdout
+    assert json.loads(target.read_text()) == {**json.loads(BEFORE), "mcpServers": {}}
 
 
-def test_a_read_only_settings_file_is_refused_untouched(workspace, home):
+def test_a_read_only_settings_file_is_read_by_the_agent_and_refused_by_mcp_install(workspace, home, tmp_path):
     settings = settings_path(home)
     settings.write_bytes(BEFORE)
     settings.chmod(0o444)  # no write bit for anyone: the user's "read-only", which root honours too
-    line = assert_refused(start(workspace, home), settings, "is read-only")
-    assert f"chmod u+w {settings}" in line and '"waaah": {"command": ' in line
+    started_and_stopped(workspace, home, tmp_path / "out.txt")
+    assert settings.read_bytes() == BEFORE and settings.stat().st_mode & 0o777 == 0o444
+    done = run_waaah("mcp", "install", cwd=workspace, env=gemini_env(home))
+    assert_no_traceback(done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(settings) in lines[0] and "is read-only" in lines[0], done.stderr
+    assert f"chmod u+w {settings}" in lines[0] and '"waaah": {"command": ' in lines[0]
+    assert done.returncode == ExitCode.USAGE
     assert settings.read_bytes() == BEFORE and settings.stat().st_mode & 0o777 == 0o444
 
 
-def test_a_settings_file_on_a_read_only_file_system_is_refused_untouched(workspace, home):
+def test_a_settings_file_on_a_read_only_file_system_is_read_and_left_as_it_was(workspace, home, tmp_path):
     with read_only_tmpfs(home / ".gemini", {"settings.json": BEFORE}) as folder:
-        settings = folder / "settings.json"
-        assert_refused(start(workspace, home), settings, "read-only file system")
-        assert settings.read_bytes() == BEFORE
+        started_and_stopped(workspace, home, tmp_path / "out.txt")
+        assert (folder / "settings.json").read_bytes() == BEFORE
 
 
 def test_a_directory_in_place_of_the_settings_file_is_refused(workspace, home):

@@ -14,7 +14,18 @@ import pytest
 
 from tests.runtime.helpers import WAAAH, events, retry_until, session_dirs, sim_env
 
-COMMANDS = ("agent", "run", "doctor", "sessions", "status", "mcp-proxy")
+COMMANDS = (
+    "agent",
+    "run",
+    "doctor",
+    "sessions",
+    "status",
+    "replay",
+    "mcp-proxy",
+    "mcp",
+    "mcp install",
+    "mcp uninstall",
+)
 
 
 @pytest.fixture
@@ -47,7 +58,7 @@ def test_version_is_the_packages() -> None:
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_dash_h_is_help_on_every_command(command: str) -> None:
-    args = [command] if command else []
+    args = command.split()
     short = subprocess.run([WAAAH, *args, "-h"], capture_output=True, text=True, timeout=30)
     long = subprocess.run([WAAAH, *args, "--help"], capture_output=True, text=True, timeout=30)
     assert short.returncode == long.returncode == 0

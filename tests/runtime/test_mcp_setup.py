@@ -1,8 +1,8 @@
-"""Config injection on a temporary HOME, server checks, and `waaah doctor`, for real."""
+"""A waaah entry kept in a user's own settings (`waaah mcp install`), per-run config, server
+checks and `waaah doctor`, on a temporary HOME, for real."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -17,17 +17,21 @@ from tests.runtime.helpers import WAAAH
 from waaah_agent import adapters
 from waaah_agent.errors import ExitCode, UsageError
 from waaah_agent.runtime import mcp_setup
-from waaah_agent.runtime.mcp_setup import PerRunConfig, ServerChoice, UserSettings
+from waaah_agent.runtime.cli_home import PerRunHome
+from waaah_agent.runtime.mcp_setup import PerRunConfig, ServerChoice
 from waaah_agent.runtime.waaah import check_server
 
 GEMINI_MCP = adapters.registry()["gemini"].mcp
 CLAUDE_MCP = adapters.registry()["claude"].mcp
-assert isinstance(GEMINI_MCP, UserSettings) and isinstance(CLAUDE_MCP, PerRunConfig)
+assert isinstance(GEMINI_MCP, PerRunHome) and isinstance(CLAUDE_MCP, PerRunConfig)
+assert GEMINI_MCP.persistent is not None
 
 
 def install_gemini(env, server, now):
-    """Give gemini the server the way `waaah agent` does, with a fixed clock for the backup name."""
-    return dataclasses.replace(GEMINI_MCP, now=lambda: now).give(env, server, None, {}).notes
+    """Keep the entry in gemini's own settings as `waaah mcp install` does, at a fixed clock."""
+    kept = GEMINI_MCP.persistent
+    entry = kept.entry(mcp_setup.PROXY_COMMAND, server.url, server.api_key)
+    return mcp_setup.install_entry(kept.path(env), entry, server, now, kept.limit)
 
 
 def test_gemini_settings_edit_keeps_keys_backs_up_and_is_idempotent(tmp_path):
@@ -96,11 +100,12 @@ def test_claude_gets_per_run_hooks_and_gemini_none(tmp_path):
 
 def test_existing_entries_and_doctor_findings(tmp_path):
     env = {"HOME": str(tmp_path)}
-    assert GEMINI_MCP.existing(env) is None and GEMINI_MCP.doctor(env).status == "warn"
+    assert GEMINI_MCP.existing(env) is None and GEMINI_MCP.doctor(env).status == "ok"
+    assert "is not touched" in GEMINI_MCP.doctor(env).detail
     install_gemini(env, ServerChoice("http://h:1", None, "x"), datetime.now())
     found = GEMINI_MCP.existing(env)
     assert found is not None and (found.kind, found.url) == ("ours", "http://h:1")
-    assert GEMINI_MCP.doctor(env).status == "ok"
+    assert GEMINI_MCP.doctor(env).status == "ok" and "waaah mcp uninstall" in GEMINI_MCP.doctor(env).fix
     (tmp_path / ".claude.json").write_text("{ not json")  # claude's own file: not ours to judge
     assert CLAUDE_MCP.existing(env) is None
     (tmp_path / ".claude.json").write_text(
@@ -177,7 +182,7 @@ def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):
         and "npm install -g @google/gemini-cli" in checks["gemini CLI"]["fix"]
     )
     assert checks["gemini login"]["status"] == "ok"
-    assert checks["gemini MCP entry"]["status"] == "warn"
+    assert checks["gemini MCP entry"]["status"] == "ok"
     assert checks["WAAAH server"]["status"] == "ok"
     assert checks["git workspace"]["status"] == "ok"
     assert checks["workflow"]["status"] == "ok"
@@ -263,7 +268,7 @@ def test_a_read_only_settings_file_is_refused_untouched_with_the_entry_to_add(tm
     settings.write_bytes(before)
     settings.chmod(0o444)  # no write bit for anyone: read-only even for root
     err = assert_refused(env, settings, "is read-only", before=before)
-    assert "chmod u+w" in err.fix and "--no-mcp" in err.fix and '"waaah": {"command": ' in err.fix
+    assert "chmod u+w" in err.fix and '"waaah": {"command": ' in err.fix
     key = ServerChoice("http://h", "secret-key-123", "x")
     with pytest.raises(UsageError) as keyed:
         install_gemini(env, key, datetime.now())
@@ -357,3 +362,38 @@ def test_the_login_check_reads_odd_settings_without_a_traceback(tmp_path):
     assert GEMINI_LOGIN(env) is True
     settings.write_text(json.dumps({"security": {"auth": {"selectedType": "vertex-ai"}}}))
     assert GEMINI_LOGIN(env) is False
+
+
+def test_a_kept_key_goes_only_to_the_server_it_was_typed_for():
+    choose = mcp_setup.choose_server
+    kept = {"kept_key": "kept-key", "kept_url": "http://kept"}
+    chosen = choose(None, None, {}, None, False, input, **kept)
+    assert (chosen.url, chosen.api_key, chosen.key_typed) == ("http://kept", "kept-key", False)
+    assert choose("http://kept", None, {}, None, False, input, **kept).api_key == "kept-key"
+    assert choose("http://other", None, {}, None, False, input, **kept).api_key is None
+    assert choose(None, "flag-key", {}, None, False, input, **kept).api_key == "flag-key"
+    entry = mcp_setup.mcpconf.ExistingEntry("ours", "http://entry", True, "entry-key")
+    assert choose(None, None, {}, entry, False, input).api_key == "entry-key"  # never silently dropped
+    assert choose("http://else", None, {}, entry, False, input).api_key is None
+    assert "entry-key" not in repr(entry) and "kept-key" not in repr(chosen)
+
+
+def test_the_kept_key_file_is_private_and_refused_when_others_may_read_it(tmp_path):
+    from waaah_agent.runtime import key_file
+
+    env = {"HOME": str(tmp_path)}
+    assert key_file.read(env) is None and key_file.read_server(env) is None
+    where = key_file.keep(env, " k3y \n")
+    assert key_file.read(env) == "k3y" and stat.S_IMODE(where.stat().st_mode) == 0o600
+    assert stat.S_IMODE(where.parent.stat().st_mode) == 0o700
+    where.chmod(0o644)
+    with pytest.raises(UsageError, match="chmod 600"):
+        key_file.read(env)
+    where.unlink()
+    where.mkdir()
+    with pytest.raises(UsageError, match="api-key"):
+        key_file.read(env)
+    (where.parent / "server").write_text("not a url\n")
+    assert key_file.read_server(env) is None
+    key_file.keep_server(env, "http://h:1")
+    assert key_file.read_server(env) == "http://h:1"

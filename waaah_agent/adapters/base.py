@@ -102,8 +102,9 @@ class Adapter:
     config_env: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(default=lambda env, ws: ())
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
-    # How this CLI is given the waaah MCP server (runtime/mcp_setup.py: UserSettings, a file of
-    # the user's we edit; PerRunConfig, a file per run); None: it gets no MCP server from us.
+    # How this CLI is given the waaah MCP server (runtime/cli_home.py: PerRunHome, a home of its
+    # own per run; runtime/mcp_setup.py: PerRunConfig, a file per run named by a flag); None: it
+    # gets no MCP server from us. The user's own files are written only by `waaah mcp install`.
     mcp: McpGiver | None = None
     # Per-run hooks that report the CLI's events to the session inbox; None: it has none.
     hooks: PerRunHooks | None = None

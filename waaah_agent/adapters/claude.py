@@ -10,7 +10,7 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_claude
 from waaah_agent.core.tokens import claude_counter
-from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks
+from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks, Persistent
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -82,6 +82,7 @@ ADAPTER = Adapter(
         document=mcpconf.claude_config,
         extra_args=("--allowedTools", f"mcp__{mcpconf.NAME}"),
         user_file=_user_file,
+        persistent=Persistent(_user_file, mcpconf.claude_entry, limit=64 * 4 * 1024 * 1024),
     ),
     hooks=PerRunHooks(
         cli="claude", flag="--settings", events=("SessionStart", "UserPromptSubmit", "Stop", "Notification")

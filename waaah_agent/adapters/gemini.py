@@ -11,7 +11,8 @@ from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.mcp_setup import UserSettings, read_json
+from waaah_agent.runtime.cli_home import PerRunHome
+from waaah_agent.runtime.mcp_setup import Persistent, read_json
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -24,7 +25,7 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
 
 
 def _settings_path(env: Mapping[str, str]) -> Path:
-    """The user settings gemini always reads (workspace settings only in trusted folders)."""
+    """The user settings every run of gemini reads (workspace settings only in trusted folders)."""
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or "~").expanduser()
     return home / ".gemini" / "settings.json"
 
@@ -95,7 +96,15 @@ ADAPTER = Adapter(
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
     needs_login=_needs_login,
-    mcp=UserSettings(path=_settings_path, entry=mcpconf.gemini_entry),
+    # A home of its own per run: the user's ~/.gemini linked, its settings.json the user's with
+    # the waaah entry and loop detection off (an agent waiting in its loop repeats one call).
+    mcp=PerRunHome(
+        home_var="GEMINI_CLI_HOME",
+        folder=".gemini",
+        entry=mcpconf.gemini_entry,
+        run_settings={("model", "disableLoopDetection"): True},
+        persistent=Persistent(_settings_path, mcpconf.gemini_entry),
+    ),
     tokens=gemini_counter,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.

@@ -6,7 +6,7 @@ Pure: dicts in, dicts out. The caller reads and writes files (with a backup, ato
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from waaah_agent.settings import API_KEY, SERVER_URL, proxy_env
@@ -24,6 +24,9 @@ class ExistingEntry:
     kind: str  # "ours" (waaah mcp-proxy), "upstream" (the Node waaah-proxy), "other"
     url: str | None
     has_key: bool
+    key: str | None = field(
+        default=None, repr=False, compare=False
+    )  # the entry's WAAAH API key, if it holds one
 
 
 def gemini_entry(command: list[str], url: str, api_key: str | None) -> dict[str, Any]:
@@ -43,6 +46,11 @@ def claude_config(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     return {"mcpServers": {NAME: entry}}
 
 
+def claude_entry(command: list[str], url: str, api_key: str | None) -> dict[str, Any]:
+    """claude: the entry kept in ``~/.claude.json`` for every run (`waaah mcp install`)."""
+    return dict(claude_config(command, proxy_env(url, api_key))["mcpServers"][NAME])
+
+
 def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
     servers = settings.get("mcpServers")
     if not isinstance(servers, dict) or not isinstance(servers.get(NAME), dict):
@@ -58,7 +66,8 @@ def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
     else:
         kind = "other"
     url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get(SERVER_URL)
-    return ExistingEntry(kind, url, bool(env.get(API_KEY)))
+    key = env.get(API_KEY)
+    return ExistingEntry(kind, url, bool(key), str(key) if key else None)
 
 
 def with_entry(settings: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.errors import UsageError, WorkflowNotFound
-from waaah_agent.runtime import breakers, clis
+from waaah_agent.runtime import breakers, clis, key_file, mcp_setup
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
@@ -150,25 +150,32 @@ def check_mcp_entry(adapter: Adapter, env: Mapping[str, str]) -> Check:
 def check_server_reachable(
     env: Mapping[str, str], server: str | None, api_key: str | None, agents: list[str]
 ) -> Check:
-    given = settings.server_url(server, env)
-    url = given[0] if given else None
-    if not url:
-        for name in agents:
-            adapter = adapters.registry()[name]
-            try:
-                entry = adapter.mcp.existing(env) if adapter.mcp else None
-            except UsageError:
-                continue  # an unreadable settings file: the MCP entry check reports it
-            if entry is not None and entry.url:
-                url = entry.url
-                break
-    if not url:
+    """The server and key `waaah agent` would use now (mcp_setup.choose_server, nobody asked)."""
+    existing = None
+    for name in agents:
+        adapter = adapters.registry()[name]
+        try:
+            existing = adapter.mcp.existing(env) if adapter.mcp else None
+        except UsageError:
+            continue  # an unreadable settings file: the MCP entry check reports it
+        if existing is not None and existing.url:
+            break
+    try:
+        kept_key, kept_url = key_file.read(env), key_file.read_server(env)
+    except UsageError as err:
+        return Check("WAAAH server", "fail", str(err))
+    try:
+        choice = mcp_setup.choose_server(
+            server, api_key, env, existing, False, None, kept_key=kept_key, kept_url=kept_url
+        )
+    except UsageError:
         return Check(
             "WAAAH server", "warn", "not configured", f"pass --server URL or set {settings.SERVER_URL}"
         )
-    health = check_server(url, settings.api_key(api_key, env))
+    url = choice.url
+    health = check_server(url, choice.api_key)
     if health.ok:
-        return Check("WAAAH server", "ok", f"{url} reachable, key accepted")
+        return Check("WAAAH server", "ok", f"{url} reachable, key accepted (from {choice.source})")
     if health.detail == "bad key":
         return Check(
             "WAAAH server",

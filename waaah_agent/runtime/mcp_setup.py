@@ -2,17 +2,20 @@
 
 Two ways, each an object an adapter picks and fills with its CLI's paths and flags:
 
-* :class:`UserSettings`: the CLI reads MCP servers only from a settings file of the user's
-  (gemini: ``mcpServers.waaah`` in ``~/.gemini/settings.json``, the one file it always reads:
-  workspace settings are ignored in folders it does not trust, and writing into the workspace
-  would put a key into the user's repository). Every edit is a read-modify-write that keeps all
-  other keys, with a timestamped backup first and an atomic replace, mode 0600 when the entry
-  holds a key. A symlink is followed (the file it names is edited, the link stays); a file that
-  is read-only, or is not a regular file holding a JSON object, is refused with one line and
-  left byte for byte as it was (:func:`read_config`, :func:`check_writable`).
+* runtime/cli_home.py's ``PerRunHome``: the CLI reads MCP servers only from its user settings
+  (gemini: ``~/.gemini/settings.json``; workspace settings are ignored in folders it does not
+  trust, and writing into the workspace would put a key into the user's repository), so each
+  run gets a home of its own whose settings are the user's with the waaah entry laid over them.
 * :class:`PerRunConfig`: the CLI takes a config file per run (claude: ``--mcp-config <file>`` in
   the session folder, plus ``--allowedTools mcp__waaah`` so tool calls do not stop at a
   permission dialog); the user's files are never touched.
+
+A user's own settings file is written only when they ask (`waaah mcp install` / `uninstall`,
+:class:`Persistent`): a read-modify-write that keeps all other keys, with a timestamped backup
+first and an atomic replace, mode 0600 when the entry holds a key. A symlink is followed (the
+file it names is edited, the link stays); a file that is read-only, or is not a regular file
+holding a JSON object, is refused with one line and left byte for byte as it was
+(:func:`read_config`, :func:`check_writable`).
 
 :class:`PerRunHooks` gives a CLI per-run hooks (claude: ``--settings <file>``) that report to the
 session inbox.
@@ -27,7 +30,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,8 +47,9 @@ PROXY_COMMAND = [sys.executable, "-m", "waaah_agent.cli"]
 @dataclass(frozen=True)
 class ServerChoice:
     url: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)
     source: str
+    key_typed: bool = False  # typed at the prompt now: to be kept for later starts
 
 
 @dataclass
@@ -56,6 +60,7 @@ class McpPlan:
     extra_args: list[str]
     health: str | None  # the first check's detail ("ok", "unreachable: ...", "bad key")
     healthy: bool = True  # what that check said
+    settled: bool = False  # what the CLI changed in what it was given is back, and that removed
 
 
 #: The largest settings file read: a settings file is a few kB; megabytes are something else.
@@ -189,16 +194,28 @@ def choose_server(
     interactive: bool,
     ask: object,
     ask_secret: Callable[[str], str] | None = None,
+    kept_key: str | None = None,
+    kept_url: str | None = None,
 ) -> ServerChoice:
-    """The server and key: flags, else the environment, else the CLI's existing entry, else asked
-    on a terminal (``ask`` for the address; the key through ``ask_secret``, default
-    :func:`getpass.getpass`, which does not echo it)."""
+    """The server and key. The address: the flag, else the variable, else the one typed at an
+    earlier start (``kept_url``), else the CLI's existing entry's, else asked on a terminal
+    (``ask``). The key: the flag, else the variable, else the one kept with that same address
+    (``kept_key``) or held by that same entry (a key goes to no other server), else, when the
+    address was asked, asked through ``ask_secret`` (default :func:`getpass.getpass`, which
+    does not echo it)."""
     key = settings.api_key(flag_key, env)
+    stored = {kept_url: kept_key} if kept_url else {}
+    if existing is not None and existing.url and existing.key:
+        stored.setdefault(existing.url, existing.key)
     given = settings.server_url(flag_url, env)
     if given is not None:
-        return ServerChoice(given[0], key, given[1])
+        return ServerChoice(given[0], key or stored.get(given[0]), given[1])
+    if kept_url:
+        return ServerChoice(kept_url, key or kept_key, "the address typed at an earlier start")
     if existing is not None and existing.url:
-        return ServerChoice(existing.url, key, f"the existing {existing.kind} waaah MCP entry")
+        return ServerChoice(
+            existing.url, key or existing.key, f"the existing {existing.kind} waaah MCP entry"
+        )
     if not interactive:
         raise UsageError(
             "no WAAAH server configured: pass --server URL (and --api-key KEY), "
@@ -206,9 +223,11 @@ def choose_server(
         )
     default = settings.DEFAULT_SERVER_URL
     url = str(ask(f"WAAAH server address [{default}]: ")).strip() or default  # type: ignore[operator]
+    if key:
+        return ServerChoice(url, key, "asked")
     hidden = ask_secret or getpass.getpass
-    key = key or hidden("WAAAH API key (optional, not shown, Enter for none): ").strip() or None
-    return ServerChoice(url, key, "asked")
+    typed = hidden("WAAAH API key (optional, not shown, Enter for none): ").strip() or None
+    return ServerChoice(url, typed, "asked", key_typed=typed is not None)
 
 
 @dataclass(frozen=True)
@@ -217,6 +236,8 @@ class Given:
 
     notes: list[str]
     args: list[str]
+    #: Variables for the CLI's environment (gemini: the home of its own for this run).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -246,62 +267,77 @@ class McpGiver(Protocol):
         """Where the CLI's entry stands now, for `waaah doctor`."""
         ...
 
+    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        """One run of the CLI ended: carry back what it changed in what we gave it."""
+        ...
+
+    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        """The session ended: the same, then remove what was given for it."""
+        ...
+
+    @property
+    def persistent(self) -> Persistent | None:
+        """The entry a user may keep in their own settings (`waaah mcp install`), if any."""
+        ...
+
 
 @dataclass(frozen=True)
-class UserSettings:
-    """The waaah entry goes into a JSON settings file of the user's, every other key kept."""
+class Persistent:
+    """Where a CLI keeps MCP servers for every run of it, and its waaah entry there."""
 
-    #: The settings file, from the environment (HOME and the CLI's own variables).
+    #: The user's settings file, from the environment.
     path: Callable[[Mapping[str, str]], Path]
     #: The entry: (proxy command, server URL, API key) -> the dict under ``mcpServers.waaah``.
     entry: Callable[[list[str], str, str | None], dict[str, Any]]
-    #: The clock that stamps backups (a test passes a fixed one).
-    now: Callable[[], datetime] = datetime.now
-
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        return mcpconf.find_entry(read_json(self.path(env)))
-
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        entry = self.entry(PROXY_COMMAND, server.url, server.api_key)
-        return Given(install_entry(self.path(env), entry, server, self.now()), [])
-
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        try:
-            entry = self.existing(env)
-        except ConfigRefused as err:
-            return Finding("fail", err.what, err.fix)
-        where = self.path(env)
-        if entry is None:
-            return Finding(
-                "warn", f"no waaah entry in {where}", "waaah agent adds it on start (with a backup)"
-            )
-        if entry.kind == "ours":
-            return Finding("ok", f"waaah mcp-proxy -> {entry.url} ({where})")
-        return Finding(
-            "warn",
-            f"{entry.kind} proxy -> {entry.url} ({where})",
-            "waaah agent replaces it with waaah mcp-proxy",
-        )
+    #: The largest file read (claude's ~/.claude.json keeps its history too).
+    limit: int = 4 * 1024 * 1024
 
 
-def install_entry(path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime) -> list[str]:
+def install_entry(
+    path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime, limit: int = MAX_SETTINGS_BYTES
+) -> list[str]:
     """Put ``entry`` into the settings file at ``path``; return notes for the user (empty if unchanged).
 
     A symlink stays a link: the file it points to is edited, replaced atomically by a file
     written beside it. A file we must not write is refused before anything is written
     (:func:`check_writable`); every refused file is left byte for byte as it was.
     """
-    current = read_config(path)
+    current = read_config(path, limit)
     servers = current.data.get("mcpServers")
     if isinstance(servers, dict) and servers.get(mcpconf.NAME) == entry:
         return []
     check_writable(current, entry)
-    text = json.dumps(mcpconf.with_entry(current.data, entry), indent=2) + "\n"
     mode = 0o600 if server.api_key else (current.mode if current.mode is not None else 0o644)
+    notes = rewrite_config(current, mcpconf.with_entry(current.data, entry), mode, now, entry)
+    notes.append(f"configured the waaah MCP server ({server.url}) in {current.where}")
+    if server.api_key:
+        notes.append(f"warning: the WAAAH API key is stored in plain text in {current.target} (mode 0600)")
+    return notes
+
+
+def remove_entry(path: Path, now: datetime, limit: int = MAX_SETTINGS_BYTES) -> list[str]:
+    """Take ``mcpServers.waaah`` out of the settings file at ``path`` (a backup first)."""
+    current = read_config(path, limit)
+    servers = current.data.get("mcpServers")
+    if not isinstance(servers, dict) or mcpconf.NAME not in servers:
+        return []
+    check_writable(current, {})
+    data = {**current.data, "mcpServers": {k: v for k, v in servers.items() if k != mcpconf.NAME}}
+    notes = rewrite_config(current, data, current.mode if current.mode is not None else 0o600, now)
+    notes.append(f"removed the waaah MCP server from {current.where}")
+    return notes
+
+
+def rewrite_config(
+    current: ConfigFile, data: dict[str, Any], mode: int, now: datetime, entry: dict[str, Any] | None = None
+) -> list[str]:
+    """Replace a user's settings file with ``data``: a timestamped backup of it first, then an
+    atomic replace of the file it names. Notes for the user; a failed write raises ConfigRefused
+    and leaves the file as it was (``entry``: what to tell them to add by hand instead)."""
+    text = json.dumps(data, indent=2) + "\n"
     notes = []
     backup = None
+    path = current.path
     try:
         current.target.parent.mkdir(parents=True, exist_ok=True)
         if current.raw is not None:
@@ -314,12 +350,9 @@ def install_entry(path: Path, entry: dict[str, Any], server: ServerChoice, now: 
         if backup is not None:
             with contextlib.suppress(OSError):
                 backup.unlink()
-        raise _unwritable(current, entry, f"cannot be written ({err.strerror})") from err
+        raise _unwritable(current, entry or {}, f"cannot be written ({err.strerror})") from err
     with contextlib.suppress(OSError):  # the file is in place; its mode was set on creation
         os.chmod(current.target, mode)
-    notes.append(f"configured the waaah MCP server ({server.url}) in {current.where}")
-    if server.api_key:
-        notes.append(f"warning: the WAAAH API key is stored in plain text in {current.target} (mode 0600)")
     return notes
 
 
@@ -353,10 +386,12 @@ def _unwritable(current: ConfigFile, entry: dict[str, Any], why: str, chmod: boo
     if isinstance(shown.get("env"), dict) and settings.API_KEY in shown["env"]:
         shown["env"] = {**shown["env"], settings.API_KEY: "<your WAAAH API key>"}
     make = f"make it writable (chmod u+w {current.target})" if chmod else "make it writable"
+    if not entry:
+        return ConfigRefused(f"{current.where} {why}", f"{make}, then try again")
     by_hand = json.dumps({mcpconf.NAME: shown})[1:-1]
     return ConfigRefused(
         f"{current.where} {why}, so the waaah MCP server cannot be added to it",
-        f'{make}, or add {by_hand} under "mcpServers" in it yourself, or start with --no-mcp',
+        f'{make}, or add {by_hand} under "mcpServers" in it yourself',
     )
 
 
@@ -381,6 +416,8 @@ class PerRunConfig:
     extra_args: tuple[str, ...] = ()
     #: A file of the CLI's own that may hold a waaah entry; only its URL is used.
     user_file: Callable[[Mapping[str, str]], Path] | None = None
+    #: The entry a user may ask to keep in their own settings (`waaah mcp install`).
+    persistent: Persistent | None = None
 
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
         if self.user_file is None:
@@ -400,6 +437,12 @@ class PerRunConfig:
 
     def doctor(self, env: Mapping[str, str]) -> Finding:
         return Finding("ok", f"given per run with {self.flag} (your files are not touched)")
+
+    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []  # the CLI only reads the file
+
+    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []  # the file stays with the session's other files
 
 
 @dataclass(frozen=True)

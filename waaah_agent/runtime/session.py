@@ -11,9 +11,10 @@ import contextlib
 import os
 import random
 import shlex
+import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,9 @@ from waaah_agent.core.tokens import Usage, file_totals, record_file
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
+    UsageError,
 )
-from waaah_agent.runtime import clis, mcp_setup, reaper, report
+from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, report
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
@@ -100,10 +102,17 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         child_env[settings.PARENT_ID] = state.id
         try:
             make_folder(waaah_dir / "logs", "create the log folder")
-            plan = setup_mcp(opts, adapter, child_env, session, state, console)
-            return supervise(
-                opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan
-            )
+            # Until the supervisor's own signal handling takes over, a stop signal unwinds (so
+            # what was given to the CLI for this run is carried back and removed), never kills.
+            with stop_signals_unwind():
+                plan = setup_mcp(opts, adapter, child_env, session, state, console)
+                try:
+                    return supervise(
+                        opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan
+                    )
+                finally:
+                    if not plan.settled:
+                        carry_back(adapter, child_env, session, plan, final=True)
         except PermissionError as err:
             if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
                 raise CliNotFound(not_executable_message(binary, err)) from None
@@ -140,14 +149,24 @@ def setup_mcp(
         return McpPlan(None, [], None)
     existing = adapter.mcp.existing(env)
     server = mcp_setup.choose_server(
-        opts.server, opts.api_key, env, existing, console.interactive, console.ask
+        opts.server,
+        opts.api_key,
+        env,
+        existing,
+        console.interactive,
+        console.ask,
+        kept_key=key_file.read(env),
+        kept_url=key_file.read_server(env),
     )
     state.server_url = server.url
     session.redact.add(server.api_key)  # typed at the prompt, or from the CLI's own entry
+    if server.source == "asked":
+        keep_typed(env, server, console)
     per_run = {settings.AGENT_ID: state.agent_id, settings.INBOX: str(session.inbox)}
     env.update(per_run)
     given = adapter.mcp.give(env, server, session.path, per_run)
     notes, args = given.notes, given.args
+    env.update(given.env)
     for note in notes:
         console.say(note)
         session.event("mcp-config", note=note)
@@ -216,6 +235,7 @@ def supervise(
                 restarts.on_start(time.monotonic())
                 logs.head.clear()
                 outcome = run.once(resumed, redactor)
+                carry_back(adapter, env, session, plan, final=False)
                 if why := rejected_command_line(outcome, [*logs.head, *logs.recent]):
                     outcome = Outcome(StopReason.REJECTED, outcome.status, why)
                     break
@@ -232,6 +252,9 @@ def supervise(
                     break
                 resumed = True
     finally:
+        for note in carry_back(adapter, env, session, plan, final=True):
+            console.say(note)
+        plan.settled = True
         if watch is not None:
             watch.stop()
         inbox.stop()
@@ -244,6 +267,57 @@ def supervise(
     state.ended = now_iso()
     state.end_reason = f"{outcome.reason.value}: {outcome.detail}" if outcome.detail else outcome.reason.value
     return finish(outcome, adapter, state, session, console)
+
+
+@contextlib.contextmanager
+def stop_signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt here (the default would end the process with
+    no ``finally`` run); the handlers before are restored at the end."""
+
+    def unwind(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    before = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def keep_typed(env: Mapping[str, str], server: mcp_setup.ServerChoice, console: Console) -> None:
+    """What was typed at the prompt is kept for later starts (runtime/key_file.py)."""
+    try:
+        where = key_file.keep_server(env, server.url)
+        if server.key_typed and server.api_key:
+            where = key_file.keep(env, server.api_key)
+    except OSError as err:
+        console.say(
+            f"could not keep what you typed ({err.strerror}): give --server and --api-key "
+            f"(or {settings.SERVER_URL} / {settings.API_KEY}) next time"
+        )
+        return
+    kept = "address and API key (the key in a file of mode 0600)" if server.key_typed else "address"
+    console.say(
+        f"kept the WAAAH server {kept} in {where.parent} for later starts; remove the files to forget them"
+    )
+
+
+def carry_back(
+    adapter: Adapter, env: dict[str, str], session: SessionDir, plan: McpPlan, final: bool
+) -> list[str]:
+    """What the CLI changed in what it was given for this run goes back to the user's files
+    (gemini's home of its own: runtime/cli_home.py); at the end, that is removed."""
+    if adapter.mcp is None or plan.server is None:
+        return []
+    try:
+        carry = adapter.mcp.finish if final else adapter.mcp.after_run
+        notes = carry(env, session.path)
+    except (OSError, UsageError) as err:
+        notes = [f"could not carry the CLI's own changes back to your files: {err}"]
+    for note in notes:
+        session.event("mcp-config", note=note)
+    return notes
 
 
 def keep_record(session: SessionDir, state: SessionState, console: Console) -> None:

@@ -1,0 +1,88 @@
+"""`waaah mcp install` / `uninstall`: a waaah entry in a CLI's own settings, when the user asks.
+
+`waaah agent` never needs one (each run gets the server per run); this is for plain runs of the
+CLI elsewhere. Each edit keeps every other key, writes a timestamped backup first and replaces
+the file atomically (runtime/mcp_setup.py).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from waaah_agent import settings
+from waaah_agent.cli_run import _exit
+from waaah_agent.errors import UsageError
+
+if TYPE_CHECKING:
+    from waaah_agent.runtime.mcp_setup import Persistent
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="Keep a waaah MCP entry in a CLI's own settings for plain runs (waaah agent needs none).",
+    no_args_is_help=True,
+)
+
+AGENT = typer.Option("--agent", help="The CLI whose settings get the entry: gemini or claude.")
+
+
+def _persistent(agent: str) -> Persistent:
+    from waaah_agent import adapters
+
+    adapter = adapters.registry().get(agent)
+    giver = adapter.mcp if adapter is not None else None
+    if giver is None or giver.persistent is None:
+        have = [n for n, a in adapters.registry().items() if a.mcp is not None and a.mcp.persistent]
+        raise UsageError(f"no MCP settings of {agent} that waaah can edit; choose one of: {', '.join(have)}")
+    return giver.persistent
+
+
+@mcp_app.command()
+def install(
+    agent: Annotated[str, AGENT] = "gemini",
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).", show_default=False
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", help="Written into the entry (the file becomes 0600).", show_default=False),
+    ] = None,
+) -> None:
+    """Add (or update) the waaah entry in the CLI's own settings file, with a backup."""
+    from waaah_agent.runtime import mcp_setup
+
+    def go() -> int:
+        persistent = _persistent(agent)
+        env = dict(os.environ)
+        url = server or env.get(settings.SERVER_URL) or settings.DEFAULT_SERVER_URL
+        key = api_key or env.get(settings.API_KEY)
+        entry = persistent.entry(mcp_setup.PROXY_COMMAND, url, key)
+        choice = mcp_setup.ServerChoice(url, key, "--server" if server else "default")
+        notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
+        for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
+            print(f"waaah: {note}")
+        return 0
+
+    _exit(go)
+
+
+@mcp_app.command()
+def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
+    """Remove the waaah entry from the CLI's own settings file, with a backup."""
+    from waaah_agent.runtime import mcp_setup
+
+    def go() -> int:
+        persistent = _persistent(agent)
+        path = persistent.path(dict(os.environ))
+        notes = mcp_setup.remove_entry(path, datetime.now(), persistent.limit)
+        for note in notes or [f"{path} holds no waaah entry"]:
+            print(f"waaah: {note}")
+        return 0
+
+    _exit(go)
