@@ -7,7 +7,7 @@ WORKFLOW ?= waaah-orc
 CLI_DIR := .cache/clis
 export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 
-.PHONY: run test lint unit runtime e2e clis clis-extra demo bench venv clean
+.PHONY: run test lint unit runtime e2e clis clis-extra browser demo bench venv clean
 
 venv: $(VENV)/.installed
 
@@ -27,7 +27,7 @@ run: venv
 	@WAAAH_VIA_MAKE=1 $(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
 
 ## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
-test: venv lint clis clis-extra
+test: venv lint clis clis-extra browser
 	$(BIN)/python -m pytest
 
 lint: venv
@@ -38,7 +38,7 @@ lint: venv
 unit: venv
 	$(BIN)/python -m pytest tests/unit
 
-runtime: venv
+runtime: venv browser
 	$(BIN)/python -m pytest tests/runtime
 
 e2e: venv clis clis-extra
@@ -51,6 +51,10 @@ clis:
 ## Also the headless-only CLIs of `waaah run` (codex, opencode; ~600 MB; `make test` installs them too).
 clis-extra:
 	scripts/install_clis.sh extra
+
+## Debian's chromium, which the `waaah report --html` test opens headless (apt; needs root or sudo).
+browser:
+	@scripts/install_browser.sh
 
 ## The supervisor over a bundled SIMULATED agent (no account, no model needed).
 demo: venv

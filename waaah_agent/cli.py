@@ -32,6 +32,7 @@ from waaah_agent.cli_options import (
     _version,
 )
 from waaah_agent.cli_reading import replay, sessions, status
+from waaah_agent.cli_report import report
 from waaah_agent.cli_run import _exit, _masked
 from waaah_agent.errors import RUN_EXIT_CODES, exit_codes, table
 
@@ -390,6 +391,7 @@ def run(
 app.command()(sessions)
 app.command()(status)
 app.command()(replay)
+app.command()(report)
 app.add_typer(mcp_app)
 
 

@@ -1,0 +1,121 @@
+"""`waaah report` of a scripted night: the terminal summary, and the HTML page rendered by a real
+headless Chromium (Debian's package), checked in its DOM and its pixels."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.doubles.scripted_night import EXPECTED, SESSION, write_night
+from tests.runtime.helpers import WAAAH, retry_until
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium() -> str:
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: run `make browser` (make test installs it)")
+    return CHROMIUM
+
+
+def waaah(ws: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(ws.parent / "home"), "TZ": "UTC"}
+    return subprocess.run(
+        [WAAAH, *args],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def night(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    write_night(ws)
+    return ws
+
+
+def test_the_terminal_summary_tells_the_night(night):
+    done = waaah(night, "report")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert SESSION in out and "from Mon 20:00:00 to Tue 04:00:00 (8h 00m)" in out
+    assert re.search(r"usage limit\s+12\.\d %  1h 00m", out), out
+    assert f"tasks served: {EXPECTED['tasks']}" in out and "task-2  blocked" in out
+    assert f"nudges: {EXPECTED['nudges']} ({EXPECTED['answered']} answered" in out
+    assert "after exit code 1" in out and "tokens: 300,000 in, 8,000 out" in out
+    assert waaah(night, "report", SESSION[:12]).stdout == out  # a unique start of the id
+    assert waaah(night, "report", "--since", "100000d").returncode == 0
+
+
+def test_the_html_page_renders_its_timeline_and_numbers_in_chromium(night, tmp_path):
+    page = tmp_path / "night.html"
+    done = waaah(night, "report", "--html", str(page))
+    assert done.returncode == 0 and f"wrote {page}" in done.stdout, done.stderr
+    text = page.read_text()
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # nothing to fetch when viewed
+    browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    browser += ["--virtual-time-budget=5000", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(
+        [*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
+    # plotly drew the timeline (one group of bars per state seen, the markers) and the tokens.
+    timeline = dom[dom.index('id="timeline"') : dom.index('id="tokens"')]
+    assert timeline.count('class="trace bars"') == 6, timeline.count('class="trace bars"')
+    assert timeline.count('class="scatterpts"') >= 1 and "interventions" in timeline
+    for kind in ("working", "in the loop", "usage limit", "restarting"):
+        assert (
+            f'class="legendtext" text-anchor="start" x="40" y="4.680000000000001" data-unformatted="{kind}"'
+            in timeline
+            or kind in timeline
+        )
+    numbers = dict(re.findall(r'data-n="([a-z-]+)">([\d,]+)<', dom))
+    assert numbers == {
+        "tasks": "2",
+        "nudges": "3",
+        "restarts": "1",
+        "tokens-in": "300,000",
+        "tokens-out": "8,000",
+    }
+    assert re.search(r'data-kind="usage limit">.*?<td class="share">12\.\d %</td>', dom)
+
+    shot = tmp_path / "night.png"
+    subprocess.run([*browser, "--window-size=1280,1400", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120)  # fmt: skip
+    retry_until(lambda: shot.exists() and shot.stat().st_size > 0, timeout=10)
+    from PIL import Image
+
+    pixels = Image.open(shot).convert("RGB")
+    counts = {colour: n for n, colour in pixels.getcolors(maxcolors=1 << 24) or []}
+    loop, limit = counts.get((21, 101, 192), 0), counts.get((106, 27, 154), 0)  # the timeline's bars
+    # The bars' areas tell the night: 5 h 21 min in the loop, 1 h 00 min waiting out a limit.
+    assert limit > 2000, limit
+    assert 4.0 < loop / limit < 6.5, (loop, limit)
+
+
+def test_no_session_bad_since_and_a_fifo_for_events(tmp_path, night):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = waaah(empty, "report")
+    assert done.returncode == 7 and "no sessions" in done.stderr
+    done = waaah(night, "report", "--since", "yesterday")
+    assert done.returncode == 2 and "12h" in done.stderr
+    done = waaah(night, "report", "nonesuch")
+    assert done.returncode == 7 and "waaah sessions" in done.stderr
+    events = night / ".waaah" / "sessions" / SESSION / "events.jsonl"
+    events.unlink()
+    os.mkfifo(events)
+    done = waaah(night, "report", timeout=20)
+    assert done.returncode == 0 and "no events" in done.stdout and "note: skipped" in done.stdout
+    done = waaah(night, "report", "--html", str(tmp_path / "missing-dir" / "x.html"))
+    assert done.returncode == 8 and "Traceback" not in done.stderr

@@ -1,0 +1,71 @@
+"""The night's picture from its events (pure): stretches, shares, tasks, nudges, restarts, tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from tests.doubles.scripted_night import EVENING, EXPECTED, SCRIPT, SESSION
+from waaah_agent.core.night_report import duration, read_night, summary_lines
+
+
+def scripted() -> list[dict]:
+    return [
+        {"event": name, "t": (EVENING + timedelta(minutes=m)).timestamp(), **fields}
+        for m, name, fields in SCRIPT
+    ]
+
+
+def test_the_scripted_night_reads_as_it_went():
+    night = read_night([(SESSION, scripted(), (EVENING + timedelta(hours=8)).timestamp())])
+    assert night.end - night.start == 8 * 3600
+    seconds = night.seconds()
+    assert round(seconds["usage limit"] / 60) == EXPECTED["limited_minutes"]
+    assert abs(sum(night.shares().values()) - 1) < 1e-9
+    assert seconds["in the loop"] > seconds["working"] > seconds["idle"] > 0
+    assert [(t.task_id, t.outcome) for t in night.tasks] == [("task-1", "answered"), ("task-2", "blocked")]
+    assert [n.answered for n in night.nudges] == [True, False, True]
+    assert [(r.after, r.t) for r in night.restarts] == [
+        ("exit code 1", (EVENING + timedelta(minutes=201)).timestamp())
+    ]
+    assert night.tokens[-1][1:] == (EXPECTED["tokens_in"], EXPECTED["tokens_out"])
+    kinds = [m.kind for m in night.markers]
+    assert kinds.count("nudge") == 3 and "restart" in kinds and "Esc on a stall" in kinds
+    assert "usage-limit wait" in kinds
+    restarting = [s for s in night.stretches if s.kind == "restarting"]
+    assert len(restarting) == 1 and restarting[0].seconds == 60
+
+
+def test_stretches_tile_the_night_without_gaps_or_overlaps():
+    night = read_night([(SESSION, scripted(), None)])
+    for before, after in zip(night.stretches, night.stretches[1:], strict=False):
+        assert before.end == after.start and before.kind != after.kind
+
+
+def test_a_task_cut_off_by_a_restart_or_the_end_is_unfinished():
+    events = [
+        {"event": "start", "t": 0},
+        {"event": "mcp-tool_end", "tool": "wait_for_prompt", "outcome": "task", "task_id": "a", "t": 10},
+        {"event": "restart", "after": "killed", "t": 20},
+        {"event": "start", "t": 21},
+        {"event": "mcp-tool_end", "tool": "wait_for_prompt", "outcome": "task", "task_id": "b", "t": 30},
+    ]
+    night = read_night([("s", events, None)])
+    assert [(t.task_id, t.outcome, t.end) for t in night.tasks] == [
+        ("a", "unfinished", 21),
+        ("b", "unfinished", None),
+    ]
+
+
+def test_odd_events_are_skipped_and_an_empty_session_is_none():
+    night = read_night([("s", [{"event": "state"}, {"t": "x"}], None), ("t", [], None)])
+    assert night.sessions == [] and summary_lines(night, str) == ["no events in the sessions asked for"]
+    night = read_night([("s", [{"event": "state", "state": "weird", "t": 1}, {"event": "x", "t": 5}], None)])
+    assert [(s.kind, s.seconds) for s in night.stretches] == [("idle", 4)]
+
+
+def test_summary_and_durations():
+    night = read_night([(SESSION, scripted(), None)])
+    text = "\n".join(summary_lines(night, lambda t: datetime.fromtimestamp(t).strftime("%H:%M")))
+    assert "tasks served: 2" in text and "nudges: 3 (2 answered" in text and "restarts: 1" in text
+    assert "tokens: 300,000 in, 8,000 out" in text and "usage limit" in text
+    assert (duration(40), duration(725), duration(8 * 3600 + 60)) == ("40s", "12m 05s", "8h 01m")

@@ -1,0 +1,158 @@
+"""`waaah report`: which sessions, their events read safely, the summary and the HTML page written.
+
+A session is named by its id (or a unique prefix of it), else every session of the workspace
+that was active within ``--since`` (``12h``, ``90m``, ``2d``), else the newest. Events files are
+read as regular files only, at most :data:`EVENTS_CAP` bytes each (a longer one is read from its
+end, and the summary says so); a line that is not a JSON object is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from waaah_agent.core.night_report import Night, duration, read_night, summary_lines
+from waaah_agent.errors import SessionNotFound as NoSession
+from waaah_agent.errors import UsageError, storage_error
+from waaah_agent.runtime import runlog
+from waaah_agent.runtime.safe_read import read_tail
+from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
+from waaah_agent.runtime.workspace import git_root
+
+EVENTS_CAP = 64 * 1024 * 1024
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def since_seconds(text: str) -> float:
+    match = _SINCE.match(text)
+    if not match:
+        raise UsageError(f"--since {text!r}: give a length such as 12h, 90m or 2d")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+@dataclass
+class Chosen:
+    workspace: Path
+    states: list[SessionState]
+    notes: list[str]
+
+
+def choose(folder: Path, session: str | None, since: str | None, now: float | None = None) -> Chosen:
+    start = folder.resolve()
+    workspace = git_root(start) or start
+    store = SessionStore(workspace / ".waaah" / "sessions")
+    states = sorted(store.all_states(), key=lambda s: s.created or "", reverse=True)
+    if not states:
+        raise NoSession(f"no sessions in {workspace}; start one with: waaah agent --start=gemini")
+    if session:
+        found = [s for s in states if s.id == session] or [s for s in states if s.id.startswith(session)]
+        if len(found) != 1:
+            what = "no session" if not found else f"{len(found)} sessions"
+            raise NoSession(f"{what} named {session!r} in {workspace}; `waaah sessions` lists them")
+        return Chosen(workspace, found, [])
+    if since:
+        cutoff = (now if now is not None else time.time()) - since_seconds(since)
+        recent = [s for s in states if _last_active(store.root / s.id, s) >= cutoff]
+        if not recent:
+            raise NoSession(f"no session of {workspace} was active in the last {since}")
+        return Chosen(workspace, list(reversed(recent)), [])
+    return Chosen(workspace, states[:1], [])
+
+
+def _last_active(folder: Path, state: SessionState) -> float:
+    ended = event_epoch(state.ended) if state.ended else None
+    if ended is not None:
+        return ended
+    try:
+        return (folder / "events.jsonl").stat().st_mtime
+    except OSError:
+        return event_epoch(state.created) or 0.0
+
+
+def events_of(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    try:
+        raw = read_tail(path, EVENTS_CAP)
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        notes.append(f"skipped {path}: {getattr(err, 'reason', None) or err.strerror or err}")
+        return []
+    lines = raw.split(b"\n")
+    if len(raw) >= EVENTS_CAP:
+        lines = lines[1:]  # the first may be cut
+        notes.append(f"{path} is larger than {EVENTS_CAP // (1024 * 1024)} MB: the report covers its end")
+    found = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            t = event_epoch(event.get("ts"))
+            if t is not None:
+                found.append({**event, "t": t})
+    return found
+
+
+def night_of(chosen: Chosen) -> Night:
+    root = chosen.workspace / ".waaah" / "sessions"
+    parts = []
+    for state in chosen.states:
+        ended = event_epoch(state.ended) if state.ended else None
+        parts.append((state.id, events_of(root / state.id / "events.jsonl", chosen.notes), ended))
+    return read_night(parts)
+
+
+def clock(t: float) -> str:
+    return datetime.fromtimestamp(t).astimezone().strftime("%a %H:%M:%S")
+
+
+def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
+    """The `waaah run` trees under these sessions (and the runs on their own of the same days)."""
+    rows: list[dict[str, Any]] = []
+
+    def walk(node: runlog.Node, depth: int) -> None:
+        took = node.night.get("duration_s")
+        rows.append(
+            {
+                "indent": "  " * depth,
+                "id": node.id,
+                "agent": node.agent,
+                "outcome": node.status,
+                "took": duration(float(took)) if isinstance(took, int | float) else "",
+                "tokens": f"{node.tokens.get('input', 0):,} / {node.tokens.get('output', 0):,}",
+            }
+        )
+        for child in node.children:
+            walk(child, depth + 1)
+
+    for root in runlog.tree(workspace):
+        if root.id in sessions or root.kind == "run":
+            if root.kind == "session" and not root.children:
+                continue
+            walk(root, 0)
+    return rows
+
+
+def report(folder: Path, session: str | None, since: str | None, html: Path | None) -> str:
+    """The terminal summary; with ``html``, the page written there too."""
+    chosen = choose(folder, session, since)
+    night = night_of(chosen)
+    lines = summary_lines(night, clock)
+    if html is not None:
+        from waaah_agent.runtime.night_html import page
+
+        title = f"waaah: the night of {', '.join(night.sessions) or 'no session'}"
+        text = page(night, title, clock, run_rows(chosen.workspace, night.sessions))
+        try:
+            atomic_write(html, text, 0o600)
+        except OSError as err:
+            raise storage_error(err, html, "write") from None
+        lines.append(f"wrote {html} ({len(text.encode()) // 1024} KB, opens without a network)")
+    return "\n".join([*lines, *(f"note: {n}" for n in chosen.notes)])
