@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters, settings
+from waaah_agent.cli_control import attach, pause, resume, send, stop, tail
 from waaah_agent.cli_mcp import mcp_app
 from waaah_agent.cli_options import (
     ALL_CLIS,
@@ -392,6 +393,8 @@ app.command()(sessions)
 app.command()(status)
 app.command()(replay)
 app.command()(report)
+for _control in (send, pause, resume, stop, tail, attach):
+    app.command()(_control)
 app.add_typer(mcp_app)
 
 

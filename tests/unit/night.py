@@ -170,6 +170,8 @@ class Night:
             bool(self.saved.get("workflow_delivered")),
             str(self.saved.get("limit_until", "")),
             str(self.saved.get("next_heartbeat", "")),
+            bool(self.saved.get("paused")),
+            tuple(self.saved.get("queued", ())),
         )
         self.machine = Machine(cfg, first.delivery, saved, self.t)
         self.outcome, self.looks = None, []
@@ -196,7 +198,10 @@ class Night:
     def apply(self, action: ev.Action) -> None:
         match action:
             case ev.Type(data):
+                was_waiting = self.cli.in_wait
                 self.cli.take(data, self.t)
+                if data == b"\x1b" and was_waiting and not self.cli.hung:
+                    self.wait_ends("error")  # Esc cancels the tool call: the proxy reports its end
                 self.look(self.t + 0.03)
             case ev.Look(at):
                 self.look(at)

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from waaah_agent.core.detect import Reading
-from waaah_agent.core.inbox_records import HookRecord, TapRecord
+from waaah_agent.core.inbox_records import ControlRecord, HookRecord, TapRecord
 
 CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
 
@@ -139,6 +139,7 @@ Event = (
     | Keys
     | TapRecord  # the MCP proxy: a tool call starts or ends
     | HookRecord  # one of the CLI's own hooks fired (claude: UserPromptSubmit, Stop, ...)
+    | ControlRecord  # the user, from another shell: send, pause, resume, stop
     | Tick
     | ChildExited
     | StopAsked

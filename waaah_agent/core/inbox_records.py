@@ -1,12 +1,14 @@
 """The lines of a session's inbox (``.waaah/sessions/<id>/inbox.jsonl``), one typed record each.
 
-Two writers append to the inbox and the supervisor loop reads it:
+Three writers append to the inbox and the supervisor loop reads it:
 
 * the CLI's own hooks (``python -m waaah_agent.hook``, claude only): a :class:`HookRecord`;
 * our MCP proxy (``waaah mcp-proxy``), once when a tool call starts and once when it ends: a
-  :class:`TapRecord`.
+  :class:`TapRecord`;
+* the user from another shell (`waaah send`, `pause`, `resume`, `stop`): a :class:`ControlRecord`.
+  The inbox is the user's own (0600 in a 0700 folder), so only they can append to it.
 
-Both writers go through :meth:`to_json`; the reader goes through :func:`parse`, which checks the
+Every writer goes through :meth:`to_json`; the reader goes through :func:`parse`, which checks the
 shape and the type of every field and answers None for anything else (never an exception), so a
 damaged or foreign line cannot reach the loop. Pure: dicts in, dicts out.
 """
@@ -26,6 +28,18 @@ MAX_TEXT = 2000
 class Source(StrEnum):
     HOOK = "hook"
     MCP = "mcp"
+    CONTROL = "control"
+
+
+class ControlCommand(StrEnum):
+    SEND = "send"  # type a prompt into the agent, with the verified delivery, once it is ready
+    PAUSE = "pause"  # hold continue prompts and heartbeats
+    RESUME = "resume"  # release them
+    STOP = "stop"  # save and exit
+
+
+#: The longest prompt `waaah send` takes (it is typed as one bracketed paste).
+MAX_PROMPT = 100_000
 
 
 class TapEvent(StrEnum):
@@ -117,7 +131,29 @@ class TapRecord:
         )
 
 
-InboxRecord = HookRecord | TapRecord
+@dataclass(frozen=True)
+class ControlRecord:
+    """A command from the user in another shell; ``text`` is the prompt of ``send``."""
+
+    ts: float
+    command: ControlCommand
+    text: str | None = None
+
+    source = Source.CONTROL
+
+    def to_json(self) -> dict[str, Any]:
+        return _present(
+            {"ts": self.ts, "source": self.source.value, "command": self.command.value}, text=self.text
+        )
+
+    def event_fields(self) -> dict[str, Any]:
+        """What events.jsonl keeps of it (as ``control``): the command, a prompt's length only."""
+        return _present(
+            {"command": self.command.value}, chars=len(self.text) if self.text is not None else None
+        )
+
+
+InboxRecord = HookRecord | TapRecord | ControlRecord
 
 
 def parse(obj: object) -> InboxRecord | None:
@@ -132,7 +168,20 @@ def parse(obj: object) -> InboxRecord | None:
         return _hook(obj, ts)
     if source == Source.MCP.value:
         return _tap(obj, ts)
+    if source == Source.CONTROL.value:
+        return _control(obj, ts)
     return None
+
+
+def _control(obj: dict[Any, Any], ts: float) -> ControlRecord | None:
+    command, text = obj.get("command"), obj.get("text")
+    if not isinstance(command, str) or command not in _COMMANDS:
+        return None
+    if command == ControlCommand.SEND.value:
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_PROMPT or "\x00" in text:
+            return None
+        return ControlRecord(ts, ControlCommand.SEND, text)
+    return ControlRecord(ts, ControlCommand(command)) if text is None else None
 
 
 def _hook(obj: dict[Any, Any], ts: float) -> HookRecord | None:
@@ -184,6 +233,7 @@ def _tap(obj: dict[Any, Any], ts: float) -> TapRecord | None:
 
 
 _TAP_EVENTS = {e.value for e in TapEvent}
+_COMMANDS = {c.value for c in ControlCommand}
 _OUTCOMES = {o.value for o in TapOutcome}
 
 

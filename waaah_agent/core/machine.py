@@ -38,7 +38,7 @@ from waaah_agent.core.events import (
     Title,
     Type,
 )
-from waaah_agent.core.inbox_records import HookRecord, TapRecord
+from waaah_agent.core.inbox_records import ControlCommand, ControlRecord, HookRecord, TapRecord
 from waaah_agent.core.machine_parts import (
     KILL_AGAIN,
     LOOP_ANSWER_AGAIN,
@@ -56,6 +56,9 @@ from waaah_agent.core.policy import (
 )
 
 __all__ = ["Machine", "MachineConfig", "Saved"]
+
+#: Seconds before a wait that a `waaah send` ended with Esc gets another Esc.
+SEND_ESC_AGAIN = 10.0
 
 
 class Machine(MachineParts):
@@ -75,6 +78,8 @@ class Machine(MachineParts):
             self._tap(event, t.mono)
         elif isinstance(event, HookRecord):
             self._hook(event, t.mono)
+        elif isinstance(event, ControlRecord):
+            self._control(event, t.mono)
         elif isinstance(event, ChildExited):
             self._exited(event.status)
         elif isinstance(event, StopAsked):
@@ -146,10 +151,57 @@ class Machine(MachineParts):
         if self.limit_deadline is not None:
             return  # waiting out a usage limit: no prompts, no stall handling
         self._check_stall(now, state, reading)
+        if self.queued and self.stopping is None and not self.menu_open:
+            if not self.delivering:
+                self.delivery = Delivery("send", self.queued[0], enter_delay=self.cfg.enter_delay)
+            if (
+                self.delivery is not None
+                and self.delivery.kind == "send"
+                and self.delivery.phase is Phase.WAITING
+            ):
+                self._end_wait_for_send(now, state)
         if not self.delivering:
             self._maybe_nudge(t, state, reading.input_empty)
             return
         self._deliver(now, state, reading)
+
+    def _end_wait_for_send(self, now: float, state: AgentState) -> None:
+        """An agent in its loop sits in wait_for_prompt and is never at its prompt: a prompt of
+        `waaah send` ends that wait with Esc (once, again if the wait is still on after a while);
+        an agent working on something is left to finish its turn."""
+        if state is not AgentState.TOOL or now < self.send_esc_at + SEND_ESC_AGAIN:
+            return
+        self.send_esc_at = now
+        self._record("control", command="send", action="esc: ends the wait_for_prompt in flight")
+        self._notice("ending the wait_for_prompt in flight (Esc) to type the prompt of waaah send")
+        self._emit(Type(b"\x1b"))
+        self._look(now + SEND_ESC_AGAIN)
+
+    def _control(self, record: ControlRecord, now: float) -> None:
+        """A command of the user's from another shell (`waaah send|pause|resume|stop`)."""
+        self._record("control", **record.event_fields())
+        command = record.command
+        if command is ControlCommand.SEND and record.text is not None:
+            self.queued.append(record.text)
+            self._emit(Save({"queued": list(self.queued)}))
+            self._notice(
+                f"a prompt from waaah send ({len(record.text)} characters): typed once the agent is ready"
+            )
+            self._look(now)
+        elif command is ControlCommand.PAUSE and not self.paused:
+            self.paused = True
+            self._emit(Save({"paused": True}))
+            self._notice("waaah pause: no continue prompts or heartbeats until waaah resume")
+            self._emit(Title(f"waaah: {self.cfg.agent}, nudges paused (waaah resume)", hold=True))
+        elif command is ControlCommand.RESUME and self.paused:
+            self.paused = False
+            self.owe_continue = self.resumed_by_user = True  # one continue prompt first, if idle
+            self._emit(Save({"paused": False}))
+            self._notice("waaah resume: continue prompts and heartbeats again")
+            self._emit(Title(f"waaah: {self.cfg.agent}"))
+            self._look(now)
+        elif command is ControlCommand.STOP:
+            self._stop(StopReason.USER, "waaah stop from another shell: saved, exiting", now)
 
     def _check_loop_detector(self, now: float, reading: Reading) -> None:
         """The CLI's own loop detector fights an agent waiting in its loop (identical
@@ -217,6 +269,10 @@ class Machine(MachineParts):
             self._record("delivery", kind=delivery.kind, phase=delivery.phase.value, note=step.note)
             self._notice(f"{delivery.kind} prompt: {step.note}")
         if delivery.done:
+            if delivery.kind == "send" and self.queued:  # typed (or given up on): not again
+                self.queued.pop(0)
+                self._emit(Save({"queued": list(self.queued)}))
+                self._look(now)
             if delivery.phase is Phase.CONFIRMED and delivery.kind == "workflow":
                 self.saved = Saved(True, self.saved.limit_until, self.saved.next_heartbeat)
                 self._emit(Save({"workflow_delivered": True, "workflow_pending": False}))
@@ -226,7 +282,7 @@ class Machine(MachineParts):
             self._look(deadline)
 
     def _maybe_nudge(self, t: Instant, state: AgentState, input_empty: bool) -> None:
-        if self.nudger is None or self.stopping is not None or self.server_down:
+        if self.nudger is None or self.stopping is not None or self.server_down or self.paused:
             return  # a prompt toward wait_for_prompt while the server is down is a wasted turn
         now = t.mono
         facts = Now(
@@ -245,7 +301,13 @@ class Machine(MachineParts):
             elif self.nudger.may_type(facts):
                 self.owe_continue = False
                 self.nudger.sent(now)
-                self._nudge(NudgeKind.CONTINUE, CONTINUE_PROMPT, "the WAAAH server is reachable again", now)
+                why = (
+                    "nudges resumed (waaah resume)"
+                    if self.resumed_by_user
+                    else "the WAAAH server is reachable again"
+                )
+                self.resumed_by_user = False
+                self._nudge(NudgeKind.CONTINUE, CONTINUE_PROMPT, why, now)
                 return
         kind = self.nudger.decide(facts)
         if kind is None:

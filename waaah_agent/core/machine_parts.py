@@ -71,6 +71,8 @@ class Saved:
     workflow_delivered: bool = False
     limit_until: str = ""  # ISO time; a deadline an earlier supervisor was waiting for
     next_heartbeat: str = ""
+    paused: bool = False  # `waaah pause`: no continue prompts or heartbeats until `waaah resume`
+    queued: tuple[str, ...] = ()  # prompts of `waaah send` not typed yet, oldest first
 
 
 class MachineParts:
@@ -103,6 +105,10 @@ class MachineParts:
         self.loop_answered: float | None = None  # when the loop-detector question was answered
         self.loop_halt_seen = False  # its halt message is on the screen (recorded once)
         self.loop_halted = False  # ... and the next continue prompt says that was the cause
+        self.paused = saved.paused
+        self.queued = list(saved.queued)
+        self.resumed_by_user = False  # the continue prompt owed comes from `waaah resume`
+        self.send_esc_at = -1e9  # when a wait was last ended with Esc for a queued prompt
         self.stopping: StopReason | None = None
         self.stop_detail = ""
         self.finished = False

@@ -410,7 +410,13 @@ class Run:
                 server_down=self.server_down(),
             ),
             first.delivery,
-            Saved(state.workflow_delivered, state.limit_until, state.next_heartbeat),
+            Saved(
+                state.workflow_delivered,
+                state.limit_until,
+                state.next_heartbeat,
+                state.paused,
+                tuple(state.queued),
+            ),
             time.monotonic(),
         )
         sup = Supervisor(

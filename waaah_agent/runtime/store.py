@@ -56,6 +56,8 @@ class SessionState:
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
     server_down: str = ""  # why the WAAAH server cannot be reached now ("" when it can)
     server_down_since: str = ""  # ISO time it went down
+    paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah resume`
+    queued: list[str] = field(default_factory=list)  # prompts of `waaah send` not typed yet
     # The sum of ``token_files``: the totals of each transcript file the CLI wrote in this
     # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
@@ -114,8 +116,8 @@ _STRINGS = {
     "ended", "end_reason",
 }  # fmt: skip
 _INTS = {"restarts", "nudges", "supervisor_pid", "agent_pid", "schema"}
-_BOOLS = {"workflow_delivered", "workflow_pending"}
-_STRING_LISTS = {"argv", "output_tail"}
+_BOOLS = {"workflow_delivered", "workflow_pending", "paused"}
+_STRING_LISTS = {"argv", "output_tail", "queued"}
 _TIMES = {"limit_until", "next_heartbeat", "server_down_since"}
 
 
