@@ -59,7 +59,11 @@ _CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "RUN_ID")
 
 
 #: npm package of each pinned CLI (its package.json holds the installed version).
-CLI_PACKAGES = {"gemini": "@google/gemini-cli", "claude": "@anthropic-ai/claude-code"}
+CLI_PACKAGES = {
+    "gemini": "@google/gemini-cli",
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+}
 
 
 class CliNotInstalled(RuntimeError):
@@ -253,6 +257,71 @@ def claude_env(
     return env
 
 
+#: The model codex is pointed at: a name outside codex's own catalogue, so it shows no "Meet
+#: <newer model>" migration dialog and lists MCP tools to the model directly (catalogued models
+#: hide them behind its tool search).
+CODEX_MODEL = "gpt-fake"
+#: The variable codex's fake provider reads its key from (``env_key``).
+CODEX_KEY_ENV = "FAKE_OPENAI_API_KEY"
+
+
+def codex_config(base_url: str, workspace: Path, model: str = CODEX_MODEL, trusted: bool = True) -> str:
+    """``$CODEX_HOME/config.toml`` for an offline run: a custom Responses API provider at
+    ``base_url`` (ending in /v1), the workspace trusted, no detached daemon, no analytics."""
+    text = (
+        f'model = "{model}"\n'
+        'model_provider = "fake"\n'
+        "check_for_update_on_startup = false\n\n"
+        "[model_providers.fake]\n"
+        'name = "Fake OpenAI"\n'
+        f'base_url = "{base_url}"\n'
+        f'env_key = "{CODEX_KEY_ENV}"\n'
+        'wire_api = "responses"\n\n'
+        "[features]\ndaemon_auto_start = false\n\n"
+        "[analytics]\nenabled = false\n"
+    )
+    if trusted:
+        text += f'\n[projects."{workspace}"]\ntrust_level = "trusted"\n'
+    return text
+
+
+def codex_mcp_tables(mcp_servers: dict[str, dict[str, Any]]) -> str:
+    """``[mcp_servers.<name>]`` tables for ``{command, args, env}`` entries: tool calls approved
+    without a prompt, a long tool timeout (JSON strings and arrays are valid TOML)."""
+    text = ""
+    for name, entry in mcp_servers.items():
+        env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry.get("env", {}).items())
+        text += (
+            f"\n[mcp_servers.{name}]\ncommand = {json.dumps(entry['command'])}\n"
+            f"args = {json.dumps(entry.get('args', []))}\nenv = {{ {env} }}\n"
+            f'default_tools_approval_mode = "approve"\ntool_timeout_sec = {MCP_TIMEOUT_MS // 1000}\n'
+        )
+    return text
+
+
+def codex_env(
+    home: Path,
+    base_url: str,
+    workspace: Path,
+    mcp_servers: dict[str, dict[str, Any]] | None = None,
+    api_key: str | None = TEST_KEY,
+    model: str = CODEX_MODEL,
+    trusted: bool = True,
+) -> dict[str, str]:
+    """Write ``home/.codex/config.toml`` (``CODEX_HOME``) and return the env to run codex offline in
+    ``workspace`` against the fake OpenAI API at ``base_url`` (ending in /v1). ``mcp_servers`` maps
+    a name to ``{command, args, env}``; ``api_key=None`` leaves the provider's key out."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    config = codex_config(base_url, workspace.resolve(), model, trusted) + codex_mcp_tables(mcp_servers or {})
+    (codex_home / "config.toml").write_text(config, encoding="utf-8")
+    env = {k: v for k, v in base_env(home).items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env["CODEX_HOME"] = str(codex_home)
+    if api_key is not None:
+        env[CODEX_KEY_ENV] = api_key
+    return env
+
+
 # pyte 0.8.2 chokes on private-parameter CSI that the Ink TUIs send (`CSI ? u`, `CSI > 4 ; ? m`,
 # `CSI > q`; mode switches `CSI ? n h/l` are fine) and prints APC/DCS/PM/SOS payloads as text.
 _PYTE_UNSAFE = re.compile(
@@ -316,7 +385,17 @@ def claude_idle(screen: Rendered) -> bool:
     )
 
 
-IDLE_CHECKS: dict[str, Callable[[Rendered], bool]] = {"gemini": gemini_idle, "claude": claude_idle}
+def codex_idle(screen: Rendered) -> bool:
+    """codex waits for input: its composer's `› Ask Codex to do anything` placeholder (or a draft
+    after `›`) with no `esc to interrupt` busy line."""
+    return "Ask Codex to do anything" in screen.text and "esc to interrupt" not in screen.text
+
+
+IDLE_CHECKS: dict[str, Callable[[Rendered], bool]] = {
+    "gemini": gemini_idle,
+    "claude": claude_idle,
+    "codex": codex_idle,
+}
 
 
 class CliPty:

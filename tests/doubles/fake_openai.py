@@ -88,9 +88,10 @@ class Usage:
 
 @dataclass(frozen=True)
 class Text:
-    """End the turn with this text."""
+    """End the turn with this text, streamed after ``delay`` seconds (a slow model: the CLI is busy)."""
 
     text: str
+    delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,15 +121,32 @@ class HttpError:
         return self.body or error_body(self.status, model), headers
 
 
-Reply = Text | ShellCall | HttpError
+@dataclass(frozen=True)
+class McpCall:
+    """Call ``tool`` of the MCP server ``server`` with ``args``: codex lists an MCP server's tools
+    as a Responses API ``namespace`` tool (``mcp__<server>``), so the call names its namespace."""
+
+    server: str
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return f"mcp__{self.server}"
+
+
+Reply = Text | ShellCall | McpCall | HttpError
 
 
 @dataclass(frozen=True)
 class Rule:
-    """Reply with ``reply`` when ``marker`` occurs in the request's last user text."""
+    """Reply with ``reply`` when ``marker`` occurs in the request's last user text; with
+    ``after_tool``, instead when the request's last input is the result of that tool (its name,
+    without a namespace)."""
 
     marker: str
     reply: Reply
+    after_tool: str | None = None
 
 
 #: The scripted scenarios, one marker each.
@@ -183,6 +201,7 @@ class Turn:
     user_texts: list[str]
     tool_result: str | None
     tools: list[dict[str, Any]]
+    tool_name: str = ""  # the tool whose result is ``tool_result`` (Responses API only)
 
     @property
     def last_user_text(self) -> str:
@@ -227,10 +246,13 @@ def responses_turn(body: dict[str, Any]) -> Turn:
     ]
     last = items[-1] if items else {}
     result = None
+    name = ""
     if last.get("type") in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
         output = last.get("output")
         result = output if isinstance(output, str) else _content_text(output) or json.dumps(output)
-    return Turn([t for t in texts if _typed(t)], result, list(body.get("tools") or []))
+        calls = [i for i in items if i.get("call_id") == last.get("call_id") and "name" in i]
+        name = str(calls[-1]["name"]) if calls else ""
+    return Turn([t for t in texts if _typed(t)], result, list(body.get("tools") or []), name)
 
 
 def chat_turn(body: dict[str, Any]) -> Turn:
@@ -303,9 +325,10 @@ def responses_usage(usage: Usage) -> dict[str, Any]:
 
 
 def responses_stream(
-    reply: Text | tuple[str, dict[str, Any]], model: str, usage: Usage
+    reply: Text | tuple[str, dict[str, Any]] | McpCall, model: str, usage: Usage
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(event, data) pairs of one streamed Responses API reply: a text or a (tool, args) call."""
+    """(event, data) pairs of one streamed Responses API reply: a text, a (tool, args) call or a
+    call of an MCP tool (its namespace named in the item)."""
     resp_id = _new_id("resp")
     created = int(time.time())
     base: dict[str, Any] = {
@@ -349,7 +372,7 @@ def responses_stream(
         )
         item = dict(item, status="completed", content=[done_part])
     else:
-        name, args = reply
+        name, args = (reply.tool, reply.args) if isinstance(reply, McpCall) else reply
         item_id = _new_id("fc")
         arguments = json.dumps(args)
         item = {
@@ -360,6 +383,8 @@ def responses_stream(
             "call_id": _new_id("call"),
             "arguments": "",
         }
+        if isinstance(reply, McpCall):
+            item["namespace"] = reply.namespace
         yield ev("response.output_item.added", output_index=0, item=item)
         for piece in _chunks(arguments, 16):
             yield ev("response.function_call_arguments.delta", item_id=item_id, output_index=0, delta=piece)
@@ -510,8 +535,9 @@ class FakeOpenAI(ServedFake):
         if model in self.missing_models:
             return HttpError(404)
         if turn.tool_result is not None:
-            return Text(TOOL_ECHO + tool_output(turn.tool_result))
-        rule = next((r for r in self.rules if r.marker in turn.last_user_text), None)
+            after = next((r for r in self.rules if r.after_tool and r.after_tool == turn.tool_name), None)
+            return after.reply if after is not None else Text(TOOL_ECHO + tool_output(turn.tool_result))
+        rule = next((r for r in self.rules if r.after_tool is None and r.marker in turn.last_user_text), None)
         if rule is not None and isinstance(rule.reply, HttpError):
             return rule.reply
         if side:
@@ -581,8 +607,12 @@ class _Handler(JsonHandler):
         if isinstance(reply, HttpError):
             self._json(reply.status, *reply.payload(model))
             return
-        content: Text | tuple[str, dict[str, Any]]
-        if isinstance(reply, ShellCall):
+        if isinstance(reply, Text) and reply.delay:
+            time.sleep(reply.delay)
+        content: Text | tuple[str, dict[str, Any]] | McpCall
+        if isinstance(reply, McpCall) and api != "responses":
+            content = (f"{reply.server}_{reply.tool}", reply.args)
+        elif isinstance(reply, ShellCall):
             try:
                 content = shell_call(turn.tools, reply.command)
             except LookupError as exc:
@@ -644,6 +674,8 @@ def _describe(reply: Reply | None) -> dict[str, Any] | None:
         return {"type": "text", "text": reply.text}
     if isinstance(reply, ShellCall):
         return {"type": "shell_call", "command": reply.command}
+    if isinstance(reply, McpCall):
+        return {"type": "mcp_call", "namespace": reply.namespace, "tool": reply.tool, "args": reply.args}
     if isinstance(reply, HttpError):
         return {"type": "http_error", "status": reply.status}
     return None
