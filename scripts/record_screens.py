@@ -1,6 +1,6 @@
 """Re-record the real CLI screens used as detector fixtures, from the pinned versions.
 
-    .venv/bin/python scripts/record_screens.py [gemini|claude]   (default: both)
+    .venv/bin/python scripts/record_screens.py [gemini|claude|codex]   (default: gemini and claude)
 
 For each CLI it starts the fake model API (tests/doubles/fake_model.py), runs the installed CLI
 in a 120x40 PTY (TERM=xterm-256color) with a throwaway HOME, drives it into each state and saves
@@ -9,7 +9,7 @@ the raw PTY bytes read so far at that moment to
 state was reached. The bytes include the window title (OSC 0) the CLI set.
 
 States: idle, draft, busy, reply, tool, exit, dialog, login, limit (a final usage-limit error)
-and, for claude, trust; for gemini also loop (its loop detector halting a run of identical
+and, for claude and codex, trust; for gemini also loop (its loop detector halting a run of identical
 wait_for_prompt calls). Each group of states comes from its own short session (fresh start).
 ``--only STATE`` re-records one state of the installed version and keeps the others.
 """
@@ -32,6 +32,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a plain script from the repository root
 
+from codex_screens import codex_session  # noqa: E402
+
+from tests.doubles import fake_openai  # noqa: E402
 from tests.doubles.cli_homes import (  # noqa: E402
     ENTER_GAP,
     CliPty,
@@ -40,6 +43,7 @@ from tests.doubles.cli_homes import (  # noqa: E402
     claude_idle,
     cli_bin,
     cli_version,
+    codex_idle,
     gemini_env,
     gemini_idle,
     slow_mcp_server,
@@ -77,6 +81,29 @@ def model_rules() -> list[Rule]:
             reply=[ToolCall("wait_for_prompt", {"agentId": "recorder", "timeout": 290}), Text(TOOL_REPLY)],
         ),
     ]
+
+
+def codex_rules() -> list[fake_openai.Rule]:
+    """The same script for codex's fake (the OpenAI Responses API)."""
+    o = fake_openai
+    return [
+        o.Rule("BUSY-MARKER", o.Text(BUSY_REPLY, delay=BUSY_SECONDS)),
+        o.Rule("REPLY-MARKER", o.Text(QUICK_REPLY)),
+        o.Rule("LIMIT-MARKER", o.HttpError(429, body=CODEX_QUOTA)),
+        o.Rule("TOOL-MARKER", o.McpCall("waaah", "wait_for_prompt", {"agentId": "recorder", "timeout": 290})),
+        o.Rule("", o.Text(TOOL_REPLY), after_tool="wait_for_prompt"),
+    ]
+
+
+#: The answer of a plan's usage limit (ChatGPT sign-in), with the seconds until it resets.
+CODEX_QUOTA = {
+    "error": {
+        "type": "usage_limit_reached",
+        "message": "The usage limit has been reached",
+        "plan_type": "plus",
+        "resets_in_seconds": 7200,
+    }
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,6 +145,16 @@ PROFILES = {
         idle_how="title '✳ Claude Code', '❯' prompt between rules, no 'esc to interrupt'",
         busy_how="'esc to interrupt' in the footer, spinner line; title '◐/◑ Claude Code'",
         tool_how="'Calling waaah…' plus 'esc to interrupt'",
+    ),
+    "codex": Profile(
+        name="codex",
+        idle=codex_idle,
+        busy=lambda s: "esc to interrupt" in s.text,
+        tool=lambda s: "waaah.wait_for_prompt" in s.text and "esc to interrupt" in s.text,
+        quit_command="/quit",
+        idle_how="'› Ask Codex to do anything' composer, no 'esc to interrupt'",
+        busy_how="'• Working (0s • esc to interrupt)' line above the composer",
+        tool_how="'• Calling waaah.wait_for_prompt(...)' plus 'esc to interrupt'",
     ),
 }
 
@@ -171,6 +208,10 @@ LIMIT_SIGNS: dict[str, tuple[str, str]] = {
         "'Usage limit reached for all Pro models.' dialog (Keep trying / Stop)",
     ),
     "claude": ("Request rejected (429)", "'API Error: Request rejected (429) · ...rate limit.', idle again"),
+    "codex": (
+        "usage limit",
+        "429 usage_limit_reached (resets in 2 h): codex's '■ You've hit your usage limit' line",
+    ),
 }
 
 
@@ -212,6 +253,10 @@ def session(
         ws = root / "ws"
         ws.mkdir()
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        if cli == "codex":
+            with codex_session(codex_rules(), root, ws, extra_args, **env_kwargs) as pty:
+                yield pty, root
+            return
         with FakeModel(model_rules() if rules is None else rules) as fake:
             if cli == "gemini":
                 env = gemini_env(root / "home", fake.url, **env_kwargs)
@@ -378,6 +423,28 @@ def record_claude_extras(rec: Recorder) -> None:
         )
 
 
+def record_codex_extras(rec: Recorder) -> None:
+    """dialog: the "Meet <newer model>" migration codex shows on the first start with an older
+    catalogued model; trust: an untrusted workspace; login: no provider configured, no key."""
+    with session("codex", model="gpt-5.5") as (pty, _):
+        pty.wait(lambda s: "Try new model" in s.text, "model migration dialog")
+        pty.settle()
+        rec.save("dialog", pty, "model gpt-5.5 (its catalogue offers an upgrade): 'Meet GPT-6 Sol' dialog")
+
+    with session("codex", trusted=False) as (pty, _):
+        pty.wait(lambda s: "trust" in s.text.lower() and "1." in s.text, "trust dialog")
+        pty.settle()
+        rec.save("trust", pty, "workspace not trusted in config.toml: the trust dialog")
+
+    def no_provider(text: str) -> str:
+        return "\n".join(line for line in text.splitlines() if not line.startswith("model_provider"))
+
+    with session("codex", api_key=None, config_edit=no_provider) as (pty, _):
+        pty.wait(lambda s: "Sign in" in s.text or "API key" in s.text, "sign-in screen")
+        pty.settle()
+        rec.save("login", pty, "the OpenAI provider, no OPENAI_API_KEY and no login: the sign-in screen")
+
+
 def record_one(cli: str, how: Callable[[Recorder], None]) -> None:
     """Add or replace one state in the installed version's fixtures, keeping the others."""
     version = cli_version(cli)
@@ -402,6 +469,8 @@ def record(cli: str) -> Path:
     if cli == "gemini":
         record_gemini_extras(rec)
         record_gemini_loop(rec)
+    elif cli == "codex":
+        record_codex_extras(rec)
     else:
         record_claude_extras(rec)
     rec.write_meta()
@@ -413,7 +482,7 @@ def record(cli: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
-    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
     parser.add_argument("--only", choices=["loop"], help="re-record this state only, keep the others")
     args = parser.parse_args(argv)
     if args.only == "loop":

@@ -1,6 +1,6 @@
 """Re-record the real CLI transcripts used as token-usage fixtures, from the pinned versions.
 
-    .venv/bin/python scripts/record_transcripts.py [gemini|claude]   (default: both)
+    .venv/bin/python scripts/record_transcripts.py [gemini|claude|codex]   (default: gemini and claude)
 
 For each CLI it starts the fake model API (tests/doubles/fake_model.py) with fixed token numbers
 per reply, runs the installed CLI in a PTY with a throwaway HOME and does two turns: a plain text
@@ -13,6 +13,7 @@ Where the files are:
 
 * claude: ``$HOME/.claude/projects/<cwd with non-alphanumerics as ->/<session uuid>.jsonl``
 * gemini: ``$HOME/.gemini/tmp/<project short name>/chats/session-<date>-<id8>.jsonl``
+* codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` (the fake OpenAI API)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a plain script from the repository root
 
+from tests.doubles import fake_openai  # noqa: E402
 from tests.doubles.cli_homes import (  # noqa: E402
     IDLE_CHECKS,
     CliPty,
@@ -37,6 +39,7 @@ from tests.doubles.cli_homes import (  # noqa: E402
     claude_env,
     cli_bin,
     cli_version,
+    codex_env,
     gemini_env,
     slow_mcp_server,
 )
@@ -53,7 +56,7 @@ FIRST_PROMPT = "FIRST-MARKER say hello"
 FIRST_REPLY = "Hello from the fake model."
 TOOL_PROMPT = "TOOL-MARKER wait for the next task"
 TOOL_REPLY = "Back from wait_for_prompt."
-QUIT = {"gemini": "/quit", "claude": "/exit"}
+QUIT = {"gemini": "/quit", "claude": "/exit", "codex": "/quit"}
 
 #: Neutral stand-ins for the throwaway directories, applied longest first.
 NEUTRAL = {"ws": "/home/user/project", "home": "/home/user", "": "/tmp/recording"}
@@ -70,6 +73,16 @@ def model_rules() -> list[Rule]:
     ]
 
 
+def codex_rules() -> list[fake_openai.Rule]:
+    """The same two turns from the fake OpenAI API."""
+    o = fake_openai
+    return [
+        o.Rule("FIRST-MARKER", o.Text(FIRST_REPLY)),
+        o.Rule("TOOL-MARKER", o.McpCall("waaah", "wait_for_prompt", {"agentId": "recorder", "timeout": 290})),
+        o.Rule("", o.Text(TOOL_REPLY), after_tool="wait_for_prompt"),
+    ]
+
+
 def replied(reply: str, idle: Callable[[Rendered], bool]) -> Callable[[Rendered], bool]:
     """A check: ``reply`` is on screen and the CLI is idle again."""
     return lambda screen: reply in screen.text and idle(screen)
@@ -79,6 +92,8 @@ def session_file(cli: str, home: Path) -> Path:
     """The one session file the CLI wrote under ``home``."""
     if cli == "gemini":
         found = sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+    elif cli == "codex":
+        found = sorted((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
     else:
         found = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
     if len(found) != 1:
@@ -101,6 +116,14 @@ def neutralise(text: str, root: Path) -> str:
     return text
 
 
+def fake_model(cli: str) -> FakeModel | fake_openai.FakeOpenAI:
+    """The fake model API the CLI talks to, reporting ``USAGE`` for every reply."""
+    if cli == "codex":
+        usage = fake_openai.Usage(USAGE.input_tokens, USAGE.output_tokens, cached_tokens=0)
+        return fake_openai.FakeOpenAI(codex_rules(), usage=usage)
+    return FakeModel(model_rules(), usage=USAGE)
+
+
 def record(cli: str) -> Path:
     """Run two turns of ``cli`` and save its session file as a fixture; returns the fixture path."""
     version = cli_version(cli)
@@ -111,9 +134,11 @@ def record(cli: str) -> Path:
         ws.mkdir()
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
         mcp = {"waaah": slow_mcp_server(0.5)}
-        with FakeModel(model_rules(), usage=USAGE) as fake:
+        with fake_model(cli) as fake:
             if cli == "gemini":
                 env = gemini_env(root / "home", fake.url, mcp_servers=mcp)
+            elif cli == "codex":
+                env = codex_env(root / "home", f"{fake.url}/v1", ws, mcp_servers=mcp)
             else:
                 env = claude_env(root / "home", fake.url, ws, mcp_servers=mcp)
             idle = IDLE_CHECKS[cli]
@@ -140,7 +165,7 @@ def record(cli: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI transcripts as token fixtures.")
-    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
     args = parser.parse_args(argv)
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
         record(cli)
