@@ -92,6 +92,10 @@ class Adapter:
     transcript: Callable[[Mapping[str, str], Path, str], Path | None] = field(
         default=lambda env, ws, sid: None
     )
+    # A CLI that picks its own session id (codex): the id of the session it began in the
+    # workspace since a time (epoch seconds), from its own files; None while it is not known.
+    # The supervisor then resumes that one. None here: the CLI takes the id we choose.
+    own_session: Callable[[Mapping[str, str], Path, float], str | None] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()

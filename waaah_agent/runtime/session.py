@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -370,6 +371,7 @@ class Run:
 
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
+        self.learn_session()
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
@@ -443,8 +445,26 @@ class Run:
             self.end_descendants(child)
             self.update_tokens()
 
+    def learn_session(self) -> None:
+        """For a CLI that picks its own session id: once it has begun its session (a file of its
+        own names it), that id is the one to resume. Known ids are not looked for again."""
+        find, state = self.adapter.own_session, self.state
+        if find is None or self.adapter.transcript(self.env, Path(state.workspace), state.native_session_id):
+            return
+        try:
+            since = datetime.fromisoformat(state.created).timestamp()
+        except ValueError:
+            return
+        found = find(self.env, Path(state.workspace), since)
+        if found and found != state.native_session_id:
+            state.native_session_id = found
+            self.session.save(state)
+            self.session.event("native-session", native_session_id=found)
+
     def tend(self, tracker: reaper.Tracker) -> float:
-        """The slow timer: what the agent started is recorded (saved only when it changed)."""
+        """The slow timer: what the agent started is recorded (saved only when it changed), and
+        the CLI's own session id learned."""
+        self.learn_session()
         if tracker.look():
             self.state.processes = tracker.records
             self.session.save(self.state)
@@ -488,6 +508,7 @@ class Run:
         """Token totals from the CLI's own transcript (never from the screen), kept per
         transcript file and summed, so a resume or a restart adds to the night's totals."""
         counter = self.adapter.tokens() if self.adapter.tokens is not None else None
+        self.learn_session()
         path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
         if counter is None or path is None:
             return
