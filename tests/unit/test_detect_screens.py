@@ -38,7 +38,7 @@ CASES = [
 
 
 def test_every_recorded_cli_has_the_core_states():
-    for cli in ("gemini", "claude"):
+    for cli in ("gemini", "claude", "codex"):
         recorded = {stem for folder, stem in CASES if folder.startswith(cli)}
         assert {"idle", "draft", "busy", "tool", "reply", "dialog", "login", "exit"} <= recorded, cli
 

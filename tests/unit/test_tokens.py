@@ -17,6 +17,7 @@ from waaah_agent.core.tokens import Usage, claude_counter, claude_usage, gemini_
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 CLAUDE = FIXTURES / "claude-2.1.330.jsonl"
 GEMINI = FIXTURES / "gemini-0.61.0.jsonl"
+CODEX = FIXTURES / "codex-0.169.0.jsonl"
 # What scripts/record_transcripts.py set up (USAGE, MODEL_CALLS there).
 INPUT_PER_CALL, OUTPUT_PER_CALL, MODEL_CALLS = 1200, 34, 3
 EXPECTED = Usage(input=INPUT_PER_CALL * MODEL_CALLS, output=OUTPUT_PER_CALL * MODEL_CALLS, cached=0)
@@ -171,8 +172,8 @@ def test_counter_incremental_across_calls() -> None:
 
 def test_each_adapter_counts_its_own_transcript_format() -> None:
     known = adapters.registry()
-    for name, path in (("claude", CLAUDE), ("gemini", GEMINI)):
+    for name, path in (("claude", CLAUDE), ("gemini", GEMINI), ("codex", CODEX)):
         factory = known[name].tokens
         assert factory is not None
         assert factory().feed(lines(path)) == EXPECTED
-    assert all(known[n].tokens is None for n in ("codex", "opencode", "simulated"))  # no made-up numbers
+    assert all(known[n].tokens is None for n in ("opencode", "simulated"))  # no made-up numbers

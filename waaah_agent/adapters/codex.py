@@ -1,18 +1,37 @@
-"""OpenAI's Codex CLI, headless only (streams recorded from @openai/codex 0.169.0).
+"""OpenAI's Codex CLI (screens and streams recorded from @openai/codex 0.169.0).
 
-`waaah run --agent codex` drives ``codex exec --json``; `waaah agent` cannot supervise it (no
-recorded screens). Model, provider and credentials come from codex's own configuration
-(``$CODEX_HOME/config.toml``, ``OPENAI_API_KEY`` or ``codex login``).
+`waaah agent --start=codex` supervises its TUI; `waaah run --agent codex` drives ``codex exec
+--json``. Model, provider and credentials come from codex's own configuration
+(``$CODEX_HOME/config.toml``, ``OPENAI_API_KEY`` or ``codex login``), which waaah never edits:
+the waaah MCP server and ``features.daemon_auto_start=false`` are given per run with ``-c``
+overrides (see :class:`ConfigOverrides`).
+
+codex picks its session (thread) id itself and keeps each session in
+``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``, written from the first prompt on;
+its first record (``session_meta``) names the id, the working folder and the start time.
+:func:`own_session` finds the one a run began, so a restart resumes it (``codex resume <id>``).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless, env_names_in
+from waaah_agent import settings
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_codex
+from waaah_agent.core.tokens import Usage, UsageCounter
+from waaah_agent.runtime.mcp_setup import PROXY_COMMAND, Finding, Given, Persistent, ServerChoice
+
+#: Given on every start: without it codex launches a detached daemon that outlives it.
+NO_DAEMON = ["-c", "features.daemon_auto_start=false"]
+#: The largest head of a session file read to find its first record (it holds the instructions).
+META_CAP = 1024 * 1024
 
 
 def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
@@ -33,11 +52,180 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
 _ENV_KEY = re.compile(r"^\s*env_key\s*=\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", re.MULTILINE)
 
 
+def codex_home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("CODEX_HOME") or Path(env.get("HOME", "~")) / ".codex").expanduser()
+
+
 def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
     """The variables codex's model providers read their keys from (``env_key`` in config.toml)."""
-    home = Path(env.get("CODEX_HOME") or Path(env.get("HOME", "~")) / ".codex").expanduser()
-    return env_names_in([home / "config.toml"], _ENV_KEY)
+    return env_names_in([codex_home(env) / "config.toml"], _ENV_KEY)
 
+
+def _session_files(env: Mapping[str, str], since: float) -> Iterator[Path]:
+    """The session files in the day folders (``YYYY/MM/DD``) from the day before ``since`` on."""
+    first = datetime.fromtimestamp(since - 86400).strftime("%Y/%m/%d")
+    for day in (codex_home(env) / "sessions").glob("[0-9]*/[0-9]*/[0-9]*"):
+        if "/".join(day.parts[-3:]) >= first:
+            yield from day.glob("rollout-*.jsonl")
+
+
+def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
+    """codex keeps ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``."""
+    if not re.fullmatch(r"[0-9a-fA-F-]{36}", session_id):
+        return None
+    return next((codex_home(env) / "sessions").glob(f"*/*/*/rollout-*-{session_id}.jsonl"), None)
+
+
+def session_meta(path: Path) -> dict[str, Any] | None:
+    """The ``session_meta`` payload that opens a codex session file (None: none readable)."""
+    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+
+    try:
+        head = read_capped(path, META_CAP, head=True)
+        record = json.loads(head.split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    payload = record.get("payload") if isinstance(record, dict) else None
+    if not isinstance(payload, dict) or record.get("type") != "session_meta":
+        return None
+    return payload
+
+
+def own_session(env: Mapping[str, str], workspace: Path, since: float) -> str | None:
+    """The id of the first session codex began in ``workspace`` at or after ``since`` (epoch
+    seconds), from its session files; None while there is none (it is written at the first prompt)."""
+    found: list[tuple[float, str]] = []
+    for path in _session_files(env, since):
+        try:
+            if path.stat().st_mtime < since:
+                continue
+        except OSError:
+            continue
+        meta = session_meta(path)
+        if meta is None or meta.get("cwd") != str(workspace) or not isinstance(meta.get("id"), str):
+            continue
+        try:
+            started = datetime.fromisoformat(str(meta.get("timestamp")).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+        if started >= since - 1:  # the id is chosen before the record's time is taken
+            found.append((started, meta["id"]))
+    return min(found)[1] if found else None
+
+
+def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+    """The usage of each model response: ``token_usage_record`` records, by ``response_id``.
+    codex's ``input_tokens`` include the cached ones (OpenAI's usage), as ours do."""
+    payload = record.get("payload")
+    if record.get("type") != "token_usage_record" or not isinstance(payload, dict):
+        return
+    usage, key = payload.get("usage"), payload.get("response_id")
+    if not isinstance(usage, dict) or not isinstance(key, str) or not key:
+        return
+    details = usage.get("input_tokens_details")
+    cached = usage.get(
+        "cached_input_tokens", details.get("cached_tokens") if isinstance(details, dict) else 0
+    )
+    yield (
+        key,
+        Usage(
+            input=_count(usage.get("input_tokens")),
+            output=_count(usage.get("output_tokens")),
+            cached=_count(cached),
+        ),
+    )
+
+
+def _count(value: Any) -> int:
+    return max(0, int(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def codex_counter() -> UsageCounter:
+    """A counter for a codex session file."""
+    return UsageCounter(codex_entries)
+
+
+def _toml(value: Any) -> str:
+    """A TOML value for a ``-c key=value`` override (JSON strings and arrays are valid TOML)."""
+    return json.dumps(value)
+
+
+class ConfigOverrides:
+    """The waaah MCP entry given per run as ``-c mcp_servers.waaah.*`` overrides: codex's own
+    config.toml is never touched. The proxy's variables (server, key, agent id, inbox) reach it
+    by name (``env_vars``): their values go into the CLI's environment, never onto its command
+    line, where any user of the machine could read a key. Tool calls are approved without a
+    prompt, and a call may block for the whole long poll."""
+
+    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
+        """A waaah entry in codex's config.toml (only its URL is used)."""
+        import tomllib
+
+        from waaah_agent.runtime.safe_read import read_capped
+
+        try:
+            data = tomllib.loads(read_capped(codex_home(env) / "config.toml", 4 * 1024 * 1024).decode())
+        except (OSError, ValueError):
+            return None  # codex's own file; not ours to judge
+        return mcpconf.find_entry({"mcpServers": data.get("mcp_servers")})
+
+    def give(
+        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
+    ) -> Given:
+        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
+        entry = {
+            "command": PROXY_COMMAND[0],
+            "args": [*PROXY_COMMAND[1:], "mcp-proxy"],
+            "env_vars": sorted(proxy_env),
+            "default_tools_approval_mode": "approve",
+            "tool_timeout_sec": mcpconf.TOOL_TIMEOUT_SECONDS,
+        }
+        args = [
+            a
+            for key, value in entry.items()
+            for a in ("-c", f"mcp_servers.{mcpconf.NAME}.{key}={_toml(value)}")
+        ]
+        return Given([], args, env=proxy_env)
+
+    def doctor(self, env: Mapping[str, str]) -> Finding:
+        return Finding("ok", "given per run with -c mcp_servers.waaah.* (your config.toml is not touched)")
+
+    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []  # nothing was written: the overrides live on the command line only
+
+    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []
+
+    @property
+    def persistent(self) -> Persistent | None:
+        """None: `waaah mcp install` keeps no entry in codex's TOML config (add one by hand)."""
+        return None
+
+
+RULES = ScreenRules(
+    # The composer: `› Ask Codex to do anything` when empty, `› <text>` with a draft. The `›`
+    # also marks the chosen line of its dialogs: the dialog rule wins there.
+    input_ready=re.compile(r"^› ", re.MULTILINE),
+    input_empty=re.compile(r"^› Ask Codex to do anything", re.MULTILINE),
+    # `• Working (0s • esc to interrupt)` above the composer, an MCP call included; the title
+    # then starts with a braille spinner before the folder's name (idle: the name alone).
+    busy=re.compile(r"esc to interrupt\)"),
+    title_busy=re.compile(r"^[\u2800-\u28ff] "),
+    # First start with a catalogued model that has a newer one ("Meet GPT-6 Sol ... 1. Try new
+    # model 2. Use existing model"), an untrusted folder ("Trust this folder?").
+    dialog=re.compile(
+        r"enter/esc confirm · \^c quit|Trust this folder\?|^\s*› 1\. Trust and continue", re.MULTILINE
+    ),
+    # No provider key and no login: its welcome screen with the ways to sign in.
+    login=re.compile(r"Choose how you want to use Codex\.|^\s*> 1\. Sign in with ChatGPT", re.MULTILINE),
+    exited=re.compile(r"^To continue this session, run:", re.MULTILINE),
+    # `■ You’ve hit your usage limit. Upgrade to Pro (...) or try again later.` (or a time).
+    limit=re.compile(r"■ You[’']ve hit your usage limit\.[^\n]*"),
+    # codex draws its history from the top of the screen down and keeps the composer at the
+    # bottom: an error line can be anywhere on the visible screen (never the scrollback), so
+    # dialogs, login and limits are looked for on all of it, anchored on codex's own markers.
+    dialog_rows=200,
+)
 
 ADAPTER = Adapter(
     name="codex",
@@ -45,9 +233,16 @@ ADAPTER = Adapter(
     binary="codex",
     install_hint="npm install -g @openai/codex",
     login_hint="codex login, or set OPENAI_API_KEY",
-    rules=HEADLESS_ONLY_RULES,
+    rules=RULES,
     tested_version="0.169.0",
-    interactive=False,
+    # An Enter within ~120 ms of typed text is taken as a newline in the composer.
+    enter_delay=0.5,
+    fresh_args=lambda sid: [*NO_DAEMON],
+    resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
+    transcript=_transcript,
+    own_session=own_session,
+    mcp=ConfigOverrides(),
+    tokens=codex_counter,
     provider_env=("OPENAI_", "CODEX_"),
     config_env=_config_env,
     headless=Headless(_headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False),

@@ -1,0 +1,167 @@
+"""`waaah agent --start=codex` over the real codex (the pinned release), offline, as a user starts it.
+
+codex talks to the fake OpenAI Responses API on 127.0.0.1 (tests/doubles/fake_openai.py), which
+scripts the model's side: register, wait, end the turn. The WAAAH server double records what
+reaches it through our MCP proxy, which `waaah agent` gives codex per run with ``-c`` overrides
+(its config.toml is not touched). The same core scenarios as gemini and claude
+(tests/e2e/test_waaah_agent.py): the workflow, the loop, a loop exit, a crash and codex's own
+resume of the same session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from tests.doubles.cli_homes import cli_bin, codex_env
+from tests.doubles.fake_openai import FakeOpenAI, McpCall, Rule, Text, Usage
+from tests.doubles.waaah_server import WaaahServer
+from tests.e2e.conftest import with_cli_path, workspace_for
+from tests.e2e.test_waaah_agent import (
+    CONTINUE_MARKER,
+    MARKER,
+    REGISTER_ARGS,
+    Collector,
+    inbox_lines,
+    save_and_exit,
+    spawn,
+)
+from tests.runtime.helpers import events, pump_for, pump_until, state
+from waaah_agent.core.screen import Screen
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+#: Token numbers the fake reports for every model reply.
+USAGE = Usage(input_tokens=1200, output_tokens=34, cached_tokens=0)
+
+
+@pytest.fixture(autouse=True)
+def _codex_installed() -> None:
+    cli_bin("codex")  # `make test` installs it: missing is a failure naming the install command
+
+
+def loop_script() -> list[Rule]:
+    """Workflow -> register_agent -> wait_for_prompt -> end the turn with a marker text."""
+    return [
+        Rule(MARKER, McpCall("waaah", "register_agent", REGISTER_ARGS)),
+        Rule("", McpCall("waaah", "wait_for_prompt", {"timeout": 2}), after_tool="register_agent"),
+        Rule("", Text("LOOP-TURN-DONE"), after_tool="wait_for_prompt"),
+        Rule(CONTINUE_MARKER, Text("CONTINUED-ANSWER")),
+    ]
+
+
+def start(
+    tmp_path: Path, model: FakeOpenAI, server: WaaahServer
+) -> tuple[Path, dict[str, str], pexpect.spawn]:
+    ws = workspace_for(tmp_path)
+    env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws))
+    return ws, env, spawn(ws, env, "--start=codex", f"--server={server.url}")
+
+
+def typed_requests(model: FakeOpenAI, marker: str) -> list[dict[str, Any]]:
+    """Requests carrying a newly typed prompt with ``marker`` (a request answering a tool result
+    carries the same last user text)."""
+    return [r for r in model.main_requests() if marker in r["last_user_text"] and r["tool_result"] is None]
+
+
+def continue_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
+    return typed_requests(model, CONTINUE_MARKER)
+
+
+def workflow_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
+    return typed_requests(model, MARKER)
+
+
+def resumed_with(argv: list[str]) -> str | None:
+    """The session ``codex resume <id>`` was started with (None: a fresh start)."""
+    return argv[argv.index("resume") + 1] if "resume" in argv else None
+
+
+def rollouts(env: dict[str, str]) -> list[Path]:
+    return sorted(Path(env["CODEX_HOME"]).glob("sessions/*/*/*/rollout-*.jsonl"))
+
+
+def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
+    with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
+        ws, env, child = start(tmp_path, model, server)
+        config = Path(env["CODEX_HOME"]) / "config.toml"
+        before = config.read_bytes()
+        shown = Collector()
+        child.logfile_read = shown
+        child.expect("LOOP-TURN-DONE", timeout=120)
+        register = server.wait_for_call("register_agent")
+        wait = server.wait_for_call("wait_for_prompt")
+        st = state(ws)
+        assert register.body["source"] == "CLI"
+        assert register.body["agentId"] == st["agent_id"] == wait.body["agentId"]
+
+        # Our proxy (given with -c overrides, its variables by name) reported each call.
+        def tapped() -> list[tuple[str, str]]:
+            return [(e["event"], e["tool"]) for e in inbox_lines(ws) if e["source"] == "mcp"]
+
+        pump_until(child, lambda: ("tool_end", "wait_for_prompt") in tapped())
+        # The turn ended outside wait_for_prompt: one continue prompt, answered.
+        pump_until(child, lambda: continue_requests(model), 60)
+        pump_until(child, lambda: b"CONTINUED-ANSWER" in shown.data, 60)
+        pump_for(child, 3)
+        assert len(continue_requests(model)) == 1
+        sent = workflow_requests(model)
+        assert len(sent) == 1 and "register_agent" in sent[0]["last_user_text"]
+        pasted = [e for e in events(ws) if e["event"] == "delivery" and e["phase"] == "pasted"]
+        assert [e["kind"] for e in pasted] == ["workflow", "continue"]
+        # codex chose its session id; the supervisor learned it from codex's own session file.
+        native = state(ws)["native_session_id"]
+        assert [p.name.endswith(f"-{native}.jsonl") for p in rollouts(env)] == [True]
+        assert any(e["event"] == "native-session" for e in events(ws))
+        argv = state(ws)["argv"]
+        assert "features.daemon_auto_start=false" in argv and not any("WAAAH_API" in a for a in argv[1:-1:2])
+        assert save_and_exit(child) == 0
+        assert state(ws)["status"] == "stopped"
+        # Nothing of ours in the user's codex config (codex itself appends its own [tui] notes).
+        after = config.read_bytes()
+        assert after.startswith(before) and b"waaah" not in after and b"mcp_servers" not in after
+        # Tokens from codex's session file: the fake's fixed numbers per model reply.
+        tokens = state(ws)["tokens"]
+        replies = len(model.main_requests())
+        assert tokens == {"input": 1200 * replies, "output": 34 * replies, "cached": 0}, (tokens, replies)
+        assert "Tokens this session: input" in child.before.decode()
+
+
+def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
+    with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
+        ws, env, child = start(tmp_path, model, server)
+        shown = Collector()
+        child.logfile_read = shown
+        child.expect("LOOP-TURN-DONE", timeout=120)
+        pump_until(child, lambda: continue_requests(model), 60)  # the conversation is under way
+        pump_until(
+            child,
+            lambda: len(rollouts(env)) == 1 and any(e["event"] == "native-session" for e in events(ws)),
+            30,
+        )
+        first = state(ws)
+        before = len(continue_requests(model))
+        os.kill(first["agent_pid"], signal.SIGKILL)
+        pump_until(child, lambda: (st := state(ws))["restarts"] == 1 and st["status"] == "running", 60)
+        again = state(ws)
+        assert resumed_with(again["argv"]) == first["native_session_id"]
+        assert again["agent_pid"] != first["agent_pid"]
+        assert "SIGKILL" in [e for e in events(ws) if e["event"] == "restart"][0]["after"]
+        pump_until(child, lambda: len(continue_requests(model)) > before, 120)
+        # The same conversation: the request after the restart carries the earlier turns, and
+        # codex goes on in the same session file.
+        history = json.dumps(continue_requests(model)[-1]["body"])
+        assert "LOOP-TURN-DONE" in history
+        assert len(workflow_requests(model)) == 1
+        assert len(rollouts(env)) == 1
+        screen = Screen(120, 40)
+        screen.feed(bytes(shown.data))
+        assert "[waaah]" not in (text := screen.view().text()), text
+        assert save_and_exit(child) == 0
+        assert len(state(ws)["token_files"]) == 1
