@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tests.e2e.test_waaah_agent import (
     save_and_exit,
     spawn,
 )
-from tests.runtime.helpers import events, pump_for, pump_until, state
+from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state
 from waaah_agent.core.screen import Screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -165,3 +166,46 @@ def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
         assert "[waaah]" not in (text := screen.view().text()), text
         assert save_and_exit(child) == 0
         assert len(state(ws)["token_files"]) == 1
+
+
+def no_login_env(tmp_path: Path, ws: Path, base_url: str) -> dict[str, str]:
+    """codex with its OpenAI provider, no key and no stored login."""
+    env = with_cli_path(codex_env(tmp_path / "home", base_url, ws, api_key=None))
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    lines = config.read_text(encoding="utf-8").splitlines()
+    config.write_text("\n".join(ln for ln in lines if not ln.startswith("model_provider")) + "\n")
+    return env
+
+
+def test_no_login_headless_says_how_to_log_in(tmp_path):
+    ws = workspace_for(tmp_path)
+    with FakeOpenAI(loop_script()) as model:
+        env = no_login_env(tmp_path, ws, f"{model.url}/v1")
+        done = subprocess.run(
+            [WAAAH, "agent", "--start=codex", "--no-mcp"],
+            cwd=ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 6, done.stderr
+        assert "codex requires login. Run: codex login, or set OPENAI_API_KEY" in done.stderr
+        assert model.requests == []
+
+
+def test_codex_s_sign_in_screen_is_left_to_the_user(tmp_path):
+    """On a terminal the sign-in screen is the user's: nothing is typed into it."""
+    ws = workspace_for(tmp_path)
+    with FakeOpenAI(loop_script()) as model:
+        env = no_login_env(tmp_path, ws, f"{model.url}/v1")
+        child = spawn(ws, env, "--start=codex", "--no-mcp")
+        child.expect("Sign in with ChatGPT", timeout=60)
+        pump_until(
+            child, lambda: "login" in [e.get("state") for e in events(ws) if e["event"] == "state"], 30
+        )
+        pump_for(child, 2)
+        assert not [e for e in events(ws) if e["event"] == "delivery"]
+        assert model.requests == []
+        assert save_and_exit(child) == 0

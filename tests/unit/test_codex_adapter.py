@@ -101,3 +101,24 @@ def test_an_entry_of_the_user_s_own_is_read_for_its_url(tmp_path):
     assert found is not None and found.kind == "ours" and found.url == "http://10.0.0.2:3000"
     (home / "config.toml").write_text("not = [valid", encoding="utf-8")
     assert codex.ConfigOverrides().existing({"CODEX_HOME": str(home)}) is None
+
+
+def test_a_login_is_needed_only_for_openai_without_a_key_or_a_stored_login(tmp_path):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    env = {"CODEX_HOME": str(home), "HOME": str(tmp_path)}
+    needs = codex.ADAPTER.needs_login
+    assert needs(env)  # nothing at all: its sign-in screen
+    assert not needs({**env, "OPENAI_API_KEY": "sk-x"})
+    (home / "config.toml").write_text('model_provider = "gateway"\n', encoding="utf-8")
+    assert not needs(env)  # a provider of the user's own, its key named by env_key
+    (home / "config.toml").write_text('model = "gpt-5.5"\n', encoding="utf-8")
+    assert needs(env)
+    (home / "auth.json").write_text("{}", encoding="utf-8")
+    assert not needs(env)  # `codex login` was run
+
+
+def test_codex_is_among_the_supervised_clis():
+    from waaah_agent import adapters
+
+    assert "codex" in adapters.names() and codex.ADAPTER.interactive

@@ -61,6 +61,30 @@ def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
     return env_names_in([codex_home(env) / "config.toml"], _ENV_KEY)
 
 
+def _config(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """codex's config.toml as read (``{}`` when there is none; None: unreadable)."""
+    import tomllib
+
+    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+
+    path = codex_home(env) / "config.toml"
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(read_capped(path, 4 * 1024 * 1024).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _needs_login(env: Mapping[str, str]) -> bool:
+    """No key, no stored login (``auth.json``), and the OpenAI provider: codex would show its
+    sign-in screen. A provider of the user's own takes its key from its ``env_key`` instead."""
+    if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY") or (codex_home(env) / "auth.json").exists():
+        return False
+    config = _config(env)
+    return config is not None and config.get("model_provider", "openai") == "openai"
+
+
 def _session_files(env: Mapping[str, str], since: float) -> Iterator[Path]:
     """The session files in the day folders (``YYYY/MM/DD``) from the day before ``since`` on."""
     first = datetime.fromtimestamp(since - 86400).strftime("%Y/%m/%d")
@@ -159,15 +183,8 @@ class ConfigOverrides:
 
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
         """A waaah entry in codex's config.toml (only its URL is used)."""
-        import tomllib
-
-        from waaah_agent.runtime.safe_read import read_capped
-
-        try:
-            data = tomllib.loads(read_capped(codex_home(env) / "config.toml", 4 * 1024 * 1024).decode())
-        except (OSError, ValueError):
-            return None  # codex's own file; not ours to judge
-        return mcpconf.find_entry({"mcpServers": data.get("mcp_servers")})
+        data = _config(env)  # None: codex's own file, unreadable; not ours to judge
+        return mcpconf.find_entry({"mcpServers": data.get("mcp_servers")}) if data else None
 
     def give(
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
@@ -241,6 +258,7 @@ ADAPTER = Adapter(
     resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
     transcript=_transcript,
     own_session=own_session,
+    needs_login=_needs_login,
     mcp=ConfigOverrides(),
     tokens=codex_counter,
     provider_env=("OPENAI_", "CODEX_"),
