@@ -168,6 +168,27 @@ def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
         assert len(state(ws)["token_files"]) == 1
 
 
+def test_save_then_resume_continues_codex_s_own_session(tmp_path):
+    with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
+        ws, env, child = start(tmp_path, model, server)
+        child.expect("LOOP-TURN-DONE", timeout=120)
+        pump_until(child, lambda: any(e["event"] == "native-session" for e in events(ws)), 30)
+        native = state(ws)["native_session_id"]
+        assert save_and_exit(child) == 0
+
+        child = spawn(ws, env, "--start=codex", f"--server={server.url}", "--resume")
+        pump_until(
+            child, lambda: state(ws)["status"] == "running" and resumed_with(state(ws)["argv"]) == native
+        )
+        # Resumed natively: the workflow is not typed again; the continue prompt carries on the
+        # same conversation, and the model sees the earlier turns.
+        before = len(continue_requests(model))
+        pump_until(child, lambda: len(continue_requests(model)) > before, 120)
+        assert "LOOP-TURN-DONE" in json.dumps(continue_requests(model)[-1]["body"])
+        assert len(workflow_requests(model)) == 1 and len(rollouts(env)) == 1
+        assert save_and_exit(child) == 0
+
+
 def no_login_env(tmp_path: Path, ws: Path, base_url: str) -> dict[str, str]:
     """codex with its OpenAI provider, no key and no stored login."""
     env = with_cli_path(codex_env(tmp_path / "home", base_url, ws, api_key=None))
