@@ -10,6 +10,7 @@ resume of the same session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -186,6 +187,43 @@ def test_save_then_resume_continues_codex_s_own_session(tmp_path):
         pump_until(child, lambda: len(continue_requests(model)) > before, 120)
         assert "LOOP-TURN-DONE" in json.dumps(continue_requests(model)[-1]["body"])
         assert len(workflow_requests(model)) == 1 and len(rollouts(env)) == 1
+        assert save_and_exit(child) == 0
+
+
+def test_a_freeze_right_after_a_wait_is_a_stall_then_codex_s_own_resume(tmp_path):
+    """The wait returns, codex's whole process group is stopped (SIGSTOP) before the model's next
+    answer: Esc after the stall timeout, a restart after the grace, the same conversation."""
+    script = [
+        *loop_script()[:2],
+        Rule("", Text("AFTER-THE-WAIT", delay=120), after_tool="wait_for_prompt"),  # never in time
+        Rule(CONTINUE_MARKER, Text("CONTINUED-ANSWER")),
+    ]
+    ws = workspace_for(tmp_path)
+    with FakeOpenAI(script, usage=USAGE) as model, WaaahServer() as server:
+        env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws))
+        child = spawn(ws, env, "--start=codex", f"--server={server.url}", "--stall-timeout", "4")
+
+        def wait_ended() -> bool:
+            return any(
+                e.get("tool") == "wait_for_prompt" and e["event"] == "tool_end" for e in inbox_lines(ws)
+            )
+
+        pump_until(child, wait_ended, 120)
+        first = state(ws)
+        os.killpg(first["agent_pid"], signal.SIGSTOP)
+        try:
+            pump_until(child, lambda: any(e["event"] == "stall" for e in events(ws)), 60)
+            pump_until(child, lambda: (st := state(ws))["restarts"] == 1 and st["status"] == "running", 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(first["agent_pid"], signal.SIGCONT)
+        assert "stalled" in [e for e in events(ws) if e["event"] == "restart"][0]["after"]
+        # codex's own id, learned from its session file (at the latest before the restart).
+        native = state(ws)["native_session_id"]
+        assert resumed_with(state(ws)["argv"]) == native
+        assert [p.name.endswith(f"-{native}.jsonl") for p in rollouts(env)] == [True]
+        pump_until(child, lambda: continue_requests(model), 120)  # back in its loop's conversation
+        assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
 
 
