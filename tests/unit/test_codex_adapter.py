@@ -8,10 +8,12 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from waaah_agent import settings
 from waaah_agent.adapters import codex
 from waaah_agent.core.tokens import Usage
-from waaah_agent.runtime.mcp_setup import ServerChoice
+from waaah_agent.runtime.mcp_setup import ConfigRefused, ServerChoice
 
 SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex-0.169.0.jsonl"
 WORKSPACE = Path("/home/user/project")  # the recorded session's cwd (neutralised)
@@ -122,3 +124,17 @@ def test_codex_is_among_the_supervised_clis():
     from waaah_agent import adapters
 
     assert "codex" in adapters.names() and codex.ADAPTER.interactive
+
+
+def test_an_http_waaah_entry_of_the_user_s_is_refused_in_one_line(tmp_path):
+    """codex itself would stop with "url is not supported for stdio" (seen with 0.169.0)."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[mcp_servers.waaah]\nurl = "http://127.0.0.1:9/mcp"\n', encoding="utf-8"
+    )
+    server = ServerChoice("http://127.0.0.1:9", None, "--server")
+    with pytest.raises(ConfigRefused) as refused:
+        codex.ConfigOverrides().give({"CODEX_HOME": str(home)}, server, tmp_path, {})
+    assert "has an HTTP waaah MCP server" in str(refused.value) and "\n" not in str(refused.value)
+    assert "--no-mcp" in refused.value.fix

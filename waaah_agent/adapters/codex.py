@@ -26,7 +26,14 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_
 from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
-from waaah_agent.runtime.mcp_setup import PROXY_COMMAND, Finding, Given, Persistent, ServerChoice
+from waaah_agent.runtime.mcp_setup import (
+    PROXY_COMMAND,
+    ConfigRefused,
+    Finding,
+    Given,
+    Persistent,
+    ServerChoice,
+)
 
 #: Given on every start: without it codex launches a detached daemon that outlives it.
 NO_DAEMON = ["-c", "features.daemon_auto_start=false"]
@@ -189,6 +196,7 @@ class ConfigOverrides:
     def give(
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
     ) -> Given:
+        refuse_remote_entry(env)
         proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
         entry = {
             "command": PROXY_COMMAND[0],
@@ -217,6 +225,20 @@ class ConfigOverrides:
     def persistent(self) -> Persistent | None:
         """None: `waaah mcp install` keeps no entry in codex's TOML config (add one by hand)."""
         return None
+
+
+def refuse_remote_entry(env: Mapping[str, str]) -> None:
+    """codex refuses to start ("url is not supported for stdio") when the user's config.toml has a
+    waaah entry with a ``url`` (an HTTP server) and our per-run one names a command: say so first."""
+    data = _config(env) or {}
+    servers = data.get("mcp_servers")
+    entry = servers.get(mcpconf.NAME) if isinstance(servers, dict) else None
+    if isinstance(entry, dict) and "url" in entry:
+        raise ConfigRefused(
+            f"{codex_home(env) / 'config.toml'} has an HTTP waaah MCP server ([mcp_servers.waaah] url = "
+            f"{str(entry['url'])!r}), which codex cannot combine with the waaah mcp-proxy given per run",
+            "remove or rename that entry, then start again (or start with --no-mcp)",
+        )
 
 
 RULES = ScreenRules(
