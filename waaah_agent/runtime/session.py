@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,7 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
-from waaah_agent.runtime.transcripts import holds_prompt
+from waaah_agent.runtime.transcripts import holds_prompt, own_session_id
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 
@@ -446,19 +445,13 @@ class Run:
             self.update_tokens()
 
     def learn_session(self) -> None:
-        """For a CLI that picks its own session id: once it has begun its session (a file of its
-        own names it), that id is the one to resume. Known ids are not looked for again."""
-        find, state = self.adapter.own_session, self.state
-        if find is None or self.adapter.transcript(self.env, Path(state.workspace), state.native_session_id):
-            return
-        try:
-            since = datetime.fromisoformat(state.created).timestamp()
-        except ValueError:
-            return
-        found = find(self.env, Path(state.workspace), since)
-        if found and found != state.native_session_id:
-            state.native_session_id = found
-            self.session.save(state)
+        """For a CLI that picks its own session id: the one it began is the one to resume."""
+        found = own_session_id(
+            self.adapter, self.env, self.state.workspace, self.state.native_session_id, self.state.created
+        )
+        if found:
+            self.state.native_session_id = found
+            self.session.save(self.state)
             self.session.event("native-session", native_session_id=found)
 
     def tend(self, tracker: reaper.Tracker) -> float:
