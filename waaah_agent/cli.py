@@ -173,6 +173,16 @@ def agent(
             "the oldest go beyond it). Example: --record-budget 500",
         ),
     ] = settings.RECORD_BUDGET,
+    notify: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--notify",
+            metavar="URL",
+            help="Send alerts here (repeatable; any apprise URL: ntfy://, slack://, tgram://, mailto://, "
+            f"json://...; {settings.NOTIFY} adds more, space-separated): gave up, needs a login, a "
+            "usage-limit wait starts and ends, evicted, stalled. Example: --notify ntfys://ntfy.sh/my-topic",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -218,6 +228,7 @@ def agent(
             ),
             backoff=BackoffConfig(budget=restart_budget, base=from_env.restart_base),
             record_budget=record_budget * 1024 * 1024,
+            notify=settings.notify_urls(notify, env),
             log_roll=from_env.log_roll,
         )
         return run_agent(options, env, default_console())

@@ -41,6 +41,7 @@ SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
 LIMIT_MARGIN_SECONDS = "WAAAH_LIMIT_MARGIN_SECONDS"
 LIMIT_DEFAULT_SECONDS = "WAAAH_LIMIT_DEFAULT_SECONDS"
 RESTART_BASE_SECONDS = "WAAAH_RESTART_BASE_SECONDS"
+NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -152,6 +153,12 @@ def proxy_env(url: str, api_key: str | None) -> dict[str, str]:
     if api_key:
         env[API_KEY] = api_key
     return env
+
+
+def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """--notify URLs, then those of the variable (space-separated), each once."""
+    urls = [*(flags or []), *env.get(NOTIFY, "").split()]
+    return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
 
 
 def api_key(flag: str | None, env: Mapping[str, str]) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.alerts import Where
 from waaah_agent.core.backoff import Restarts
 from waaah_agent.core.events import Outcome, StopReason
 from waaah_agent.core.lifecycle import (
@@ -39,9 +40,17 @@ from waaah_agent.errors import (
     UsageError,
 )
 from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, report
+from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
-from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
+from waaah_agent.runtime.ending import (
+    Console,
+    announce_and_wait,
+    finish,
+    headless_line,
+    resume_command,
+    tokens_line,
+)
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
@@ -77,6 +86,7 @@ from waaah_agent.runtime.workspace import Workflow, find_workflow
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
     adapter = pick_adapter(opts.start)
+    check_urls(opts.notify)
     workspace = resolve_workspace(opts.workspace or Path.cwd(), console)
     waaah_dir = workspace / ".waaah"
     store = SessionStore(waaah_dir / "sessions")
@@ -219,6 +229,7 @@ def supervise(
     state.server_down = (plan.health or "unreachable") if down else ""
     state.server_down_since = now_iso() if down else ""
     keep_record(session, state, console)
+    notifier = start_alerts(opts, adapter, state, session)
     restarts = Restarts(opts.backoff)
     run = Run(
         opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox, watch
@@ -266,7 +277,25 @@ def supervise(
         logs.close()
     state.ended = now_iso()
     state.end_reason = f"{outcome.reason.value}: {outcome.detail}" if outcome.detail else outcome.reason.value
-    return finish(outcome, adapter, state, session, console)
+    try:
+        return finish(outcome, adapter, state, session, console)
+    finally:
+        if notifier is not None:
+            notifier.close()
+
+
+def start_alerts(
+    opts: AgentOptions, adapter: Adapter, state: SessionState, session: SessionDir
+) -> Notifier | None:
+    """Alerts of this session to the --notify URLs (runtime/alerts.py); their tokens masked."""
+    if not opts.notify:
+        return None
+    for url in opts.notify:
+        session.redact.add(url)
+    where = Where(adapter.name, state.id, state.workspace, resume_command(state))
+    notifier = Notifier(opts.notify, where)
+    session.observers.append(notifier.observe)
+    return notifier
 
 
 @contextlib.contextmanager

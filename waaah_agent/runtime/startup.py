@@ -65,6 +65,7 @@ class AgentOptions:
     server_check_every: float = settings.SERVER_CHECK_EVERY
     record_budget: int = settings.RECORD_BUDGET * 1024 * 1024  # bytes for the session's logs
     log_roll: int = settings.AgentEnv.log_roll  # bytes at which a log file rolls over
+    notify: tuple[str, ...] = ()  # apprise URLs for alerts (secrets: never saved)
 
 
 def make_folder(path: Path, doing: str) -> None:
