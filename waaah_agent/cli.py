@@ -173,6 +173,18 @@ def agent(
             "the oldest go beyond it). Example: --record-budget 500",
         ),
     ] = settings.RECORD_BUDGET,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            envvar=settings.MAX_TOKENS,
+            min=1,
+            metavar="N",
+            help="Token budget of the session (input + output, from the CLI's own transcript, read every "
+            "minute): once reached, no more nudges; the agent finishes the task in hand, the session is "
+            "saved, an alert goes out and waaah exits with 17. Example: --max-tokens 5000000",
+        ),
+    ] = None,
     notify: Annotated[
         list[str] | None,
         typer.Option(
@@ -229,6 +241,8 @@ def agent(
             backoff=BackoffConfig(budget=restart_budget, base=from_env.restart_base),
             record_budget=record_budget * 1024 * 1024,
             notify=settings.notify_urls(notify, env),
+            max_tokens=max_tokens,
+            tokens_every=from_env.tokens_every,
             log_roll=from_env.log_roll,
         )
         return run_agent(options, env, default_console())

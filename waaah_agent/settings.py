@@ -41,6 +41,9 @@ SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
 LIMIT_MARGIN_SECONDS = "WAAAH_LIMIT_MARGIN_SECONDS"
 LIMIT_DEFAULT_SECONDS = "WAAAH_LIMIT_DEFAULT_SECONDS"
 RESTART_BASE_SECONDS = "WAAAH_RESTART_BASE_SECONDS"
+MAX_TOKENS = "WAAAH_MAX_TOKENS"
+TOKENS_CHECK_SECONDS = "WAAAH_TOKENS_CHECK_SECONDS"  # how often --max-tokens reads the transcript
+TOKENS_CHECK_EVERY = 60.0
 NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
 
 # ----- defaults -------------------------------------------------------------------------------------
@@ -107,6 +110,7 @@ class AgentEnv:
     limit_default: float = LIMIT_DEFAULT
     restart_base: float = RESTART_BASE
     log_roll: int = int(LOG_ROLL * 1024 * 1024)  # bytes
+    tokens_every: float = TOKENS_CHECK_EVERY
 
 
 def agent_env(env: Mapping[str, str]) -> AgentEnv:
@@ -116,6 +120,7 @@ def agent_env(env: Mapping[str, str]) -> AgentEnv:
         limit_default=seconds(env, LIMIT_DEFAULT_SECONDS, LIMIT_DEFAULT),
         restart_base=seconds(env, RESTART_BASE_SECONDS, RESTART_BASE),
         log_roll=max(4096, int(seconds(env, LOG_ROLL_MB, LOG_ROLL, unit="MB") * 1024 * 1024)),
+        tokens_every=seconds(env, TOKENS_CHECK_SECONDS, TOKENS_CHECK_EVERY),
     )
 
 

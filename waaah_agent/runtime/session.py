@@ -23,7 +23,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.alerts import Where
 from waaah_agent.core.backoff import Restarts
-from waaah_agent.core.events import Outcome, StopReason
+from waaah_agent.core.events import Outcome, StopReason, TokensCounted
 from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -143,6 +143,7 @@ KEPT = (
     "no_mcp",
     "server",
     "extra_args",
+    "max_tokens",
 )
 
 
@@ -391,6 +392,7 @@ class Run:
     mailbox: Mailbox
     inbox: Inbox
     watch: ServerWatch | None = None
+    tokens_due: float = 0.0  # monotonic time of the next read of the transcript (--max-tokens)
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -461,7 +463,7 @@ class Run:
             notify=self.console.say if self.console.interactive else lambda text: None,
             mailbox=self.mailbox,
             inbox=self.inbox,
-            tend=lambda: self.tend(tracker),
+            tend=lambda: self.tend(tracker, sup),
         )
         try:
             return sup.run()
@@ -472,12 +474,26 @@ class Run:
             self.end_descendants(child)
             self.update_tokens()
 
-    def tend(self, tracker: reaper.Tracker) -> float:
-        """The slow timer: what the agent started is recorded (saved only when it changed)."""
+    def tend(self, tracker: reaper.Tracker, sup: Supervisor) -> float:
+        """The slow timer: what the agent started is recorded (saved only when it changed);
+        with --max-tokens, the transcript's totals are read again and told to the machine."""
         if tracker.look():
             self.state.processes = tracker.records
             self.session.save(self.state)
-        return tracker.next_delay()
+        delay = tracker.next_delay()
+        limit = self.opts.max_tokens
+        if limit is None:
+            return delay
+        now = time.monotonic()
+        if now >= self.tokens_due:
+            self.tokens_due = now + self.opts.tokens_every
+            before = dict(self.state.tokens)
+            self.update_tokens(quiet=True)
+            if self.state.tokens != before:
+                self.session.event("tokens", **self.state.tokens)
+            used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
+            sup.tell(TokensCounted(used, limit))
+        return min(delay, max(0.5, self.tokens_due - now))
 
     def end_descendants(self, child: AgentProcess) -> None:
         """Whatever the agent left running (nohup, setsid, a double fork: re-parented to us) ends
@@ -513,7 +529,7 @@ class Run:
             self.session.save(state)
         return first
 
-    def update_tokens(self) -> None:
+    def update_tokens(self, quiet: bool = False) -> None:
         """Token totals from the CLI's own transcript (never from the screen), kept per
         transcript file and summed, so a resume or a restart adds to the night's totals."""
         counter = self.adapter.tokens() if self.adapter.tokens is not None else None
@@ -528,6 +544,8 @@ class Run:
             return
         tally_tokens(self.state, str(path), usage)
         self.session.save(self.state)
+        if quiet:
+            return
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
 
