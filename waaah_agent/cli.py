@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters, settings
+from waaah_agent.cli_config import config
 from waaah_agent.cli_control import attach, pause, resume, send, stop, tail
-from waaah_agent.cli_mcp import mcp_app
+from waaah_agent.cli_mcp import mcp_app, mcp_proxy
 from waaah_agent.cli_options import (
     ALL_CLIS,
     FORMATS,
@@ -35,7 +36,8 @@ from waaah_agent.cli_options import (
 from waaah_agent.cli_reading import replay, sessions, status
 from waaah_agent.cli_report import report
 from waaah_agent.cli_run import _exit, _masked
-from waaah_agent.errors import RUN_EXIT_CODES, exit_codes, table
+from waaah_agent.cli_service import service_app
+from waaah_agent.errors import RUN_EXIT_CODES, WaaahError, exit_codes, table
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -89,6 +91,13 @@ def agent(
             "Example: waaah agent --start=claude --resume",
         ),
     ] = False,
+    resume_or_start: Annotated[
+        bool,
+        typer.Option(
+            "--resume-or-start",
+            help="--resume when this agent has a session here, else a new one (what `waaah service` runs).",
+        ),
+    ] = False,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -132,6 +141,7 @@ def agent(
         float,
         typer.Option(
             "--heartbeat",
+            envvar="WAAAH_HEARTBEAT",
             callback=POSITIVE,
             metavar="SECONDS>0",
             help="Seconds idle at the prompt before a heartbeat prompt. Example: --heartbeat 300",
@@ -141,6 +151,7 @@ def agent(
         float,
         typer.Option(
             "--stall-timeout",
+            envvar="WAAAH_STALL_TIMEOUT",
             callback=POSITIVE,
             metavar="SECONDS>0",
             help="Seconds busy with nothing changing before Esc (then a restart if still stuck). Example: --stall-timeout 1800",
@@ -217,6 +228,7 @@ def agent(
             start=start,
             workflow=workflow,
             resume=resume,
+            resume_or_start=resume_or_start,
             resume_id=resume_id,
             given=frozenset(
                 n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
@@ -346,6 +358,7 @@ def run(
         str | None,
         typer.Option(
             "--fallback",
+            envvar="WAAAH_FALLBACK",
             callback=_headless_list,
             metavar="CLI[,CLI...]",
             help=f"CLIs to try next, in order, each one of {', '.join(_headless_names())}. "
@@ -420,49 +433,23 @@ app.command()(replay)
 app.command()(report)
 for _control in (send, pause, resume, stop, tail, attach):
     app.command()(_control)
+app.command()(config)
+app.add_typer(service_app)
 app.add_typer(mcp_app)
 
 
-@app.command("mcp-proxy")
-def mcp_proxy(
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server",
-            envvar=settings.SERVER_URL,
-            callback=_flag_only,
-            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
-    ] = None,
-    agent_id: Annotated[
-        str | None,
-        typer.Option(
-            "--agent-id", envvar=settings.AGENT_ID, callback=_flag_only, help="Agent id filled into calls."
-        ),
-    ] = None,
-    inbox: Annotated[
-        Path | None,
-        typer.Option(
-            "--inbox",
-            envvar=settings.INBOX,
-            callback=_flag_only,
-            help="File that receives one JSON line per tool call.",
-        ),
-    ] = None,
-) -> None:
-    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
-    from waaah_agent import mcp_proxy as proxy
-
-    given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
-    _exit(lambda: proxy.run(given))
+app.command("mcp-proxy")(mcp_proxy)
 
 
 def main() -> None:
     logging.basicConfig(level=settings.log_level(os.environ), format="waaah: %(message)s")
+    from waaah_agent.runtime import config_file
+
+    try:  # the config file's keys become the variables not set: a flag or a variable wins
+        config_file.apply(os.environ)
+    except WaaahError as err:
+        print(f"waaah: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
     app()
 
 

@@ -90,6 +90,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     workspace = resolve_workspace(opts.workspace or Path.cwd(), console)
     waaah_dir = workspace / ".waaah"
     store = SessionStore(waaah_dir / "sessions")
+    if opts.resume_or_start and not opts.resume and store.newest(adapter.name) is not None:
+        opts = replace(opts, resume=True)
     if opts.resume:
         opts = kept_options(
             replace(opts, resume_id=session_to_resume(store, opts, adapter, workspace)), store, console

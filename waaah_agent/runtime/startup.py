@@ -49,6 +49,7 @@ class AgentOptions:
     workflow: str = settings.DEFAULT_WORKFLOW
     resume: bool = False
     resume_id: str = ""  # the session --resume names ("" for the newest)
+    resume_or_start: bool = False  # --resume if this agent has a session here, else a new one
     # The options given on the command line (parameter names): on --resume they win over the
     # ones the session was started with; the others are taken from session.json.
     given: frozenset[str] = frozenset()
