@@ -102,15 +102,15 @@ def test_unknown_options_and_stray_arguments_are_usage_errors(
         ),
         (
             ("agent", "--start=simulated", "--heartbeat", "-5"),
-            "Invalid value for '--heartbeat': -5 is not more than 0",
+            "Invalid value for '--heartbeat' (env var: 'WAAAH_HEARTBEAT'): -5 is not more than 0",
         ),
         (
             ("agent", "--start=simulated", "--heartbeat", "0"),
-            "Invalid value for '--heartbeat': 0 is not more than 0",
+            "Invalid value for '--heartbeat' (env var: 'WAAAH_HEARTBEAT'): 0 is not more than 0",
         ),
         (
             ("agent", "--start=simulated", "--stall-timeout", "0"),
-            "Invalid value for '--stall-timeout': 0 is not more than 0",
+            "Invalid value for '--stall-timeout' (env var: 'WAAAH_STALL_TIMEOUT'): 0 is not more than 0",
         ),
         (
             ("agent", "--start=simulated", "--restart-budget", "-1"),

@@ -116,15 +116,17 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
             make_folder(waaah_dir / "logs", "create the log folder")
             # Until the supervisor's own signal handling takes over, a stop signal unwinds (so
             # what was given to the CLI for this run is carried back and removed), never kills.
+            plan: McpPlan | None = None
             with stop_signals_unwind():
-                plan = setup_mcp(opts, adapter, child_env, session, state, console)
                 try:
+                    plan = setup_mcp(opts, adapter, child_env, session, state, console)
                     return supervise(
                         opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan
                     )
                 finally:
-                    if not plan.settled:
-                        carry_back(adapter, child_env, session, plan, final=True)
+                    if adapter.mcp is not None and not opts.no_mcp and (plan is None or not plan.settled):
+                        with contextlib.suppress(OSError, UsageError):
+                            adapter.mcp.finish(child_env, session.path)
         except PermissionError as err:
             if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
                 raise CliNotFound(not_executable_message(binary, err)) from None
