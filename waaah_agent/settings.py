@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent.core.backoff import BackoffConfig
+from waaah_agent.core.breaker import BreakerConfig
 from waaah_agent.core.machine import MachineConfig
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.errors import UsageError
@@ -45,6 +46,8 @@ MAX_TOKENS = "WAAAH_MAX_TOKENS"
 TOKENS_CHECK_SECONDS = "WAAAH_TOKENS_CHECK_SECONDS"  # how often --max-tokens reads the transcript
 TOKENS_CHECK_EVERY = 60.0
 NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
+BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a breaker stays open
+ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -66,6 +69,7 @@ LIMIT_MARGIN = _MACHINE.limit_margin  # seconds added to a usage limit's stated 
 LIMIT_DEFAULT = _MACHINE.limit_default  # wait when a usage limit states no reset time
 SERVER_CHECK_EVERY = 30.0  # seconds between background checks of the WAAAH server
 RUN_TIMEOUT = 600.0  # `waaah run`: one budget for every attempt, wait and fallback
+BREAKER_COOLDOWN = BreakerConfig().cooldown  # seconds open before one probe run
 LOG_LEVEL_DEFAULT = "WARNING"
 
 
@@ -179,9 +183,17 @@ def server_url(flag: str | None, env: Mapping[str, str]) -> tuple[str, str] | No
     return None
 
 
-def run_agent_name(flag: str | None, resumed: str | None, env: Mapping[str, str]) -> str:
-    """`waaah run`'s first CLI: --agent, else the one of --session, else the variable, else gemini."""
-    return flag or resumed or env.get(DEFAULT_AGENT_VAR) or DEFAULT_AGENT
+def run_agent_name(
+    flag: str | None, resumed: str | None, env: Mapping[str, str], routed: str | None = None
+) -> str:
+    """`waaah run`'s first CLI: --agent, else the one of --session, else the one --role routed
+    to, else the variable, else gemini."""
+    return flag or resumed or routed or env.get(DEFAULT_AGENT_VAR) or DEFAULT_AGENT
+
+
+def breaker_config(env: Mapping[str, str], cooldown: float | None = None) -> BreakerConfig:
+    """The circuit breakers' settings: the cooldown from the flag, else the variable, else 60 s."""
+    return BreakerConfig(cooldown=seconds(env, BREAKER_COOLDOWN_SECONDS, BREAKER_COOLDOWN, cooldown))
 
 
 def parent_id(flag: str | None, env: Mapping[str, str]) -> str:

@@ -216,7 +216,8 @@ def test_errors_are_retried_then_the_fallback_cli_answers_within_the_budget(tmp_
         decisions = [r["action"] for r in records(out["log_path"], "decision")]
         assert decisions == ["retry", "retry", "fallback"]
         # One run that gave up on claude counts once on its breaker, persisted for later runs.
-        state = json.loads((tmp_path / "state" / "waaah-agent" / "breakers.json").read_text())
+        folder = tmp_path / "state" / "waaah-agent" / "breakers"
+        state = {cli: json.loads((folder / f"{cli}.json").read_text()) for cli in ("claude", "gemini")}
         assert state["claude"]["failures"] == 1 and state["claude"]["opened_at"] is None
         assert state["gemini"]["failures"] == 0
 
