@@ -35,6 +35,7 @@ from waaah_agent.cli_options import (
 )
 from waaah_agent.cli_reading import replay, sessions, status
 from waaah_agent.cli_report import report
+from waaah_agent.cli_route import CooldownOption, RoleOption, quota, route
 from waaah_agent.cli_run import _exit, _masked
 from waaah_agent.cli_service import service_app
 from waaah_agent.errors import RUN_EXIT_CODES, WaaahError, exit_codes, table
@@ -302,7 +303,13 @@ def doctor(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
     if as_json:
-        print(_masked(json.dumps([c.to_json() for c in checks], indent=2), api_key))
+        from waaah_agent.runtime.doctor_clis import clis_json
+
+        names = agent or [n for n, a in adapters.registry().items() if not a.simulated]
+        found = clis_json(sorted(names), doc.default_env(), (workspace or Path.cwd()).resolve())
+        print(
+            _masked(json.dumps({"checks": [c.to_json() for c in checks], "clis": found}, indent=2), api_key)
+        )
     else:
         for check in checks:
             print(_masked(check.line(), api_key))
@@ -396,6 +403,8 @@ def run(
             "withheld by default. Example: --pass-env AWS_",
         ),
     ] = None,
+    role: RoleOption = None,
+    breaker_cooldown: CooldownOption = None,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -405,9 +414,10 @@ def run(
     """
     from waaah_agent.runtime import oneshot, run_io
 
+    agent_from_env = getattr(ctx.get_parameter_source("agent"), "name", "") == "ENVIRONMENT"
     options = run_io.RunOptions(
         prompt=prompt,
-        agent=agent,
+        agent=None if role and agent_from_env else agent,  # --role wins over WAAAH_DEFAULT_AGENT
         model=model,
         session=session,
         parent=parent,
@@ -418,6 +428,8 @@ def run(
         extra_args=_cli_args(ctx),
         workspace=workspace,
         pass_env=settings.pass_env(pass_env, os.environ),
+        role=role,
+        breaker_cooldown=breaker_cooldown,
     )
 
     def go() -> int:
@@ -436,6 +448,8 @@ for _control in (send, pause, resume, stop, tail, attach):
 app.command()(config)
 app.add_typer(service_app)
 app.add_typer(mcp_app)
+app.command()(route)
+app.command()(quota)
 
 
 app.command("mcp-proxy")(mcp_proxy)

@@ -21,6 +21,8 @@ COMMANDS = (
     "sessions",
     "status",
     "replay",
+    "route",
+    "quota",
     "mcp-proxy",
     "mcp",
     "mcp install",
