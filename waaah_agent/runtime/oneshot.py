@@ -107,6 +107,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     warnings: list[str] = []
     try:
         prompt = read_prompt(opts, stdin, warnings)
+        task = prompt  # what --role's task words are looked for in (not the context)
         prompt, context_source = add_context(prompt, opts, workspace, warnings)
     except InvalidPrompt as bad:
         envelope = input_envelope(str(bad), opts.agent or "", opts.model)
@@ -125,7 +126,9 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         )
     routed, fallback, route_note = None, list(opts.fallback), None
     if opts.role and not opts.agent and resumed is None:  # --agent and --session win over --role
-        routed, chain_rest, route_note = routes.for_run(opts.role, prompt, env, workspace)
+        routed, chain_rest, route_note = routes.for_run(
+            opts.role, task, env, workspace, opts.breaker_cooldown
+        )
         fallback = fallback or chain_rest
     primary = settings.run_agent_name(opts.agent, resumed.agent if resumed else None, env, routed)
     chain = list(dict.fromkeys([primary, *fallback]))

@@ -61,10 +61,12 @@ def load(env: Mapping[str, str], workspace: Path) -> tuple[dict[str, routing.Rol
         raise UsageError(f"routing table {path} cannot be read: {why}; fix it or remove it") from None
 
 
-def availability(agents: list[str], env: Mapping[str, str], workspace: Path) -> dict[str, Availability]:
+def availability(
+    agents: list[str], env: Mapping[str, str], workspace: Path, cooldown: float | None = None
+) -> dict[str, Availability]:
     """Each CLI's availability now (no model call; the version is not asked either)."""
     now = time.time()
-    store = breakers.BreakerStore(config=settings.breaker_config(env))
+    store = breakers.BreakerStore(config=settings.breaker_config(env, cooldown))
     limits = quota.states(agents, workspace, datetime.now().astimezone())
     known = adapters.registry()
     out = {}
@@ -98,18 +100,23 @@ def availability(agents: list[str], env: Mapping[str, str], workspace: Path) -> 
     return out
 
 
-def route(role: str, task: str, env: Mapping[str, str], workspace: Path) -> tuple[Route, Path | None]:
+def route(
+    role: str, task: str, env: Mapping[str, str], workspace: Path, cooldown: float | None = None
+) -> tuple[Route, Path | None]:
     roles, path = load(env, workspace)
     if role not in roles:
         raise UsageError(f"unknown role '{role}'; choose one of: {', '.join(roles)}")
     chain, _ = routing.chain_for(roles[role], task)
-    return routing.recommend(role, roles[role], task, availability(list(chain), env, workspace)), path
+    found = availability(list(chain), env, workspace, cooldown)
+    return routing.recommend(role, roles[role], task, found), path
 
 
-def for_run(role: str, task: str, env: Mapping[str, str], workspace: Path) -> tuple[str, list[str], str]:
+def for_run(
+    role: str, task: str, env: Mapping[str, str], workspace: Path, cooldown: float | None = None
+) -> tuple[str, list[str], str]:
     """`waaah run --role`: the first CLI, its fallbacks, and a note for the log. With no CLI
     usable, the role's chain as it is (the run then says why each one failed)."""
-    found, path = route(role, task, env, workspace)
+    found, path = route(role, task, env, workspace, cooldown)
     source = f" ({path})" if path else ""
     if found.agent is None:
         return (
