@@ -70,7 +70,10 @@ def from_sessions(workspace: Path) -> list[Q.LimitSeen]:
 
 
 def states(agents: list[str], workspace: Path, now: datetime) -> dict[str, dict[str, Any]]:
-    """Per CLI: the newest limit known and whether it still holds."""
+    """Per CLI (``agents`` and those of the workspace's sessions): the newest limit known and
+    whether it still holds."""
     seen = [s for s in (from_runs(a) for a in agents) if s is not None]
-    newest = Q.latest([*seen, *(s for s in from_sessions(workspace) if s.agent in agents)])
-    return {agent: Q.state(newest.get(agent), now) for agent in agents}
+    sessions = from_sessions(workspace)
+    newest = Q.latest([*seen, *sessions])
+    names = dict.fromkeys([*agents, *(s.agent for s in sessions)])  # the demo agent's sessions too
+    return {agent: Q.state(newest.get(agent), now) for agent in names}
