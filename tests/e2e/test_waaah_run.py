@@ -257,7 +257,7 @@ def test_a_cli_that_keeps_failing_is_skipped_by_later_runs(tmp_path: Path) -> No
         doctor = subprocess.run(
             [WAAAH, "doctor", "--agent", "claude"], cwd=ws, env=broken, capture_output=True, text=True
         ).stdout
-        assert "claude: OPEN after 3 failures in a row" in doctor
+        assert "claude: OPEN after 3 failure(s) in a row" in doctor
         env = both_env(tmp_path, ws, fake.url)
         code, out, err = waaah_run(ws, env, "ANSWER-MARKER hi", "--agent", "claude", "--fallback", "gemini")
         assert code == 0, err
