@@ -13,7 +13,7 @@ import typer
 from waaah_agent import settings
 from waaah_agent.cli_options import NOT_NEGATIVE, _flag_only
 from waaah_agent.cli_run import _exit, _masked
-from waaah_agent.core.routing import ROLES
+from waaah_agent.core.routing import ROLES, Route
 
 ROLE_HELP = f"A role from the routing table ({'|'.join(ROLES)}, or one a table file adds); see `waaah route`."
 
@@ -72,10 +72,7 @@ def route(
     _exit(go)
 
 
-def _route_text(found: object, path: Path | None) -> str:
-    from waaah_agent.core.routing import Route
-
-    assert isinstance(found, Route)
+def _route_text(found: Route, path: Path | None) -> str:
     lines = [
         f"{found.role}: {found.agent or 'no CLI available'}"
         + (f", then {', '.join(found.fallback)}" if found.fallback else ""),

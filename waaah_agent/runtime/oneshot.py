@@ -251,18 +251,18 @@ class _Run:
 
     def on_cli(self, name: str, prompt: str, first_cli: bool, has_next: bool) -> dict[str, Any] | None:
         adapter, headless = pick(name)
+        try:
+            binary = find_binary(adapter, self.env)
+        except CliNotFound as missing:
+            self.failure = Failure(F.CRASH, str(missing), False, None)
+            self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
+            return None
         lease = self.cli_deadline - time.monotonic() + KILL_GRACE + 5  # a probe ends with its share
         allowed, message = self.breakers.admit(name, time.time(), lease)
         if not allowed:
             self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
             self.log.write("attempt_skipped", agent=name, reason=message)
             self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
-            return None
-        try:
-            binary = find_binary(adapter, self.env)
-        except CliNotFound as missing:
-            self.failure = Failure(F.CRASH, str(missing), False, None)
-            self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
             return None
         self.tried.append(name)
         retries, waited = 0, 0.0
@@ -279,6 +279,7 @@ class _Run:
                     else f"cannot start {binary}: {cannot.strerror or cannot}"
                 )
                 self.failure = Failure(F.CRASH, message, False, None)
+                self.breakers.release()  # a probe it held says nothing of the CLI
                 self.attempts.append(Attempt(name, session_id, F.CRASH, error=message))
                 self.log.write(
                     "attempt_end", n=len(self.attempts), agent=name, outcome=F.CRASH, error=message

@@ -52,7 +52,8 @@ class RunBreakers:
                 quota.record(name, failure.reset_at, datetime.fromtimestamp(now).astimezone(), "waaah run")
 
     def release(self) -> None:
-        """An interrupted run frees the probes it holds (an interruption says nothing of the CLI)."""
+        """Free the probes this run holds, counting nothing: the run was interrupted, or the CLI
+        could not even be started (neither says whether it works)."""
         for name in sorted(self.probes):
             self.record(name, False, _now(), Failure(F.INTERRUPTED, "interrupted", True, None))
 
