@@ -63,7 +63,7 @@ def test_a_cli_that_hangs_gives_the_fallback_its_share_of_the_budget(tmp_path: P
         assert 13 <= out["attempts"][0]["duration_ms"] / 1000 < 20, out["attempts"]
         assert took < 30 + 5
         shares = records(out["log_path"], "share")
-        assert [(s["agent"], s["seconds"]) for s in shares][0] == ("gemini", 15.0)
+        assert shares[0]["agent"] == "gemini" and 14 <= shares[0]["seconds"] <= 15  # half of what was left
         assert [r["action"] for r in records(out["log_path"], "decision")] == ["fallback"]
         assert [r["api"] for r in fake.main_requests()] == ["gemini", "anthropic"]
         # slow is not broken: the timeout is counted apart from failures
@@ -81,7 +81,7 @@ def test_the_issue_s_own_example_now_tries_the_fallback(tmp_path: Path) -> None:
         )
         assert [a["agent"] for a in out["attempts"]] == ["gemini", "claude"], err
         assert out["attempts"][0]["outcome"] == "timeout"
-        assert out["attempts"][0]["duration_ms"] < 3500  # its share was 2 s, plus the stop
+        assert out["attempts"][0]["duration_ms"] < 6000  # its share was 2 s, plus the stop (3 s at most)
 
 
 ROUTES = {"roles": {"developer": {"chain": ["claude", "gemini"], "why": "the test's own table"}}}
