@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -303,13 +302,9 @@ def doctor(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
     if as_json:
-        from waaah_agent.runtime.doctor_clis import clis_json
+        from waaah_agent.runtime.doctor_clis import doctor_json
 
-        names = agent or [n for n, a in adapters.registry().items() if not a.simulated]
-        found = clis_json(sorted(names), doc.default_env(), (workspace or Path.cwd()).resolve())
-        print(
-            _masked(json.dumps({"checks": [c.to_json() for c in checks], "clis": found}, indent=2), api_key)
-        )
+        print(_masked(doctor_json(checks, agent, (workspace or Path.cwd()).resolve()), api_key))
     else:
         for check in checks:
             print(_masked(check.line(), api_key))

@@ -6,9 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from waaah_agent import settings
 from waaah_agent.core import quota as Q
 from waaah_agent.core import routing
 from waaah_agent.core.routing import Availability
+from waaah_agent.errors import UsageError
 
 KNOWN = {"gemini", "claude", "codex", "opencode"}
 BUNDLED = routing.parse(routing.DEFAULT_TABLE, KNOWN, "bundled")
@@ -98,3 +100,11 @@ def test_the_newest_limit_per_cli_and_whether_it_holds() -> None:
     assert Q.state(gem, NOW + timedelta(minutes=21))["state"] == "ok"
     assert Q.state(old, NOW)["state"] == "ok" and Q.state(None, NOW)["seen_at"] is None
     assert Q.line("codex", Q.state(None, NOW)) == "codex: ok (no usage limit seen)"
+
+
+def test_the_breaker_cooldown_comes_from_the_flag_else_the_variable_else_a_minute() -> None:
+    assert settings.breaker_config({}).cooldown == 60.0
+    assert settings.breaker_config({"WAAAH_BREAKER_COOLDOWN": "5"}).cooldown == 5.0
+    assert settings.breaker_config({"WAAAH_BREAKER_COOLDOWN": "5"}, 300.0).cooldown == 300.0
+    with pytest.raises(UsageError, match="WAAAH_BREAKER_COOLDOWN must be a number of seconds"):
+        settings.breaker_config({"WAAAH_BREAKER_COOLDOWN": "soon"})

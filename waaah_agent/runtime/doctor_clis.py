@@ -3,13 +3,14 @@ session support, circuit breaker and quota state. No model is called."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from waaah_agent import adapters
 from waaah_agent.runtime import routes
-from waaah_agent.runtime.doctor import timed_version
+from waaah_agent.runtime.doctor import Check, default_env, timed_version
 from waaah_agent.runtime.workspace import git_root
 
 
@@ -38,3 +39,10 @@ def clis_json(names: list[str], env: Mapping[str, str], workspace: Path) -> dict
             "quota": now.details["quota"],
         }
     return out
+
+
+def doctor_json(checks: list[Check], agents: list[str] | None, workspace: Path) -> str:
+    """`waaah doctor --json`: ``{"checks": [...], "clis": {<cli>: {...}}}``."""
+    names = agents or [n for n, a in adapters.registry().items() if not a.simulated]
+    found = clis_json(sorted(names), default_env(), workspace)
+    return json.dumps({"checks": [c.to_json() for c in checks], "clis": found}, indent=2)
