@@ -34,7 +34,7 @@ from waaah_agent.cli_options import (
 )
 from waaah_agent.cli_reading import replay, sessions, status
 from waaah_agent.cli_report import report
-from waaah_agent.cli_route import CooldownOption, RoleOption, quota, route
+from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env, quota, route
 from waaah_agent.cli_run import _exit, _masked
 from waaah_agent.cli_service import service_app
 from waaah_agent.errors import RUN_EXIT_CODES, WaaahError, exit_codes, table
@@ -409,15 +409,19 @@ def run(
     """
     from waaah_agent.runtime import oneshot, run_io
 
-    agent_from_env = getattr(ctx.get_parameter_source("agent"), "name", "") == "ENVIRONMENT"
+    # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
+    routed = role and not session and (agent is None or _from_env(ctx, "agent"))
+    env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
     options = run_io.RunOptions(
         prompt=prompt,
-        agent=None if role and agent_from_env else agent,  # --role wins over WAAAH_DEFAULT_AGENT
+        agent=None if "agent" in env_only else agent,
         model=model,
         session=session,
         parent=parent,
         timeout=timeout,
-        fallback=[a.strip() for a in (fallback or "").split(",") if a.strip()],
+        fallback=[]
+        if "fallback" in env_only
+        else [a.strip() for a in (fallback or "").split(",") if a.strip()],
         context=context,
         format=fmt,
         extra_args=_cli_args(ctx),

@@ -114,3 +114,8 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def _from_env(ctx: typer.Context, name: str) -> bool:
+    """Whether the option ``name`` got its value from its variable (not a flag)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "ENVIRONMENT"

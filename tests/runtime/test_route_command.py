@@ -97,3 +97,20 @@ def test_an_unknown_role_or_a_missing_named_table(workspace: Path, env: dict[str
     assert done.returncode == 2 and "unknown role 'boss'; choose one of: developer, reviewer" in done.stderr
     done = route(workspace, {**env, "WAAAH_ROUTES": "/nonexistent/routes.json"}, "--role", "developer")
     assert done.returncode == 2 and "WAAAH_ROUTES names /nonexistent/routes.json" in done.stderr
+
+
+def test_waaah_run_role_wins_over_the_variables_not_the_flags(workspace: Path, env: dict[str, str]) -> None:
+    """Nothing is installed, so the run tries the role's whole chain and each attempt says so."""
+    env = {**env, "WAAAH_DEFAULT_AGENT": "claude", "WAAAH_FALLBACK": "codex"}
+
+    def agents(*args: str) -> list[str]:
+        done = subprocess.run(
+            [WAAAH, "run", "hi", *args], cwd=workspace, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 15, done.stderr  # crash: not installed
+        return [a["agent"] for a in json.loads(done.stdout)["attempts"]]
+
+    assert agents("--role", "reviewer") == ["gemini", "claude", "codex", "opencode"]
+    assert agents() == ["claude", "codex"]  # without --role the variables stand
+    assert agents("--role", "reviewer", "--agent", "opencode") == ["opencode", "codex"]
+    assert agents("--role", "reviewer", "--fallback", "gemini") == ["gemini"]
