@@ -67,6 +67,9 @@ def is_report(data: bytes) -> bool:
     return _REPORT.fullmatch(data) is not None
 
 
+_OPEN_STRING = re.compile(rb"\x1b[P^_X\]][^\x07\x1b]*")
+
+
 @dataclass
 class _Cursor:
     row: int = 0
@@ -91,8 +94,12 @@ class TerminalAnswers:
     def feed(self, data: bytes) -> bytes:
         """The replies to the queries in ``data`` (b"" when it asks nothing), in order."""
         data, self._pending = self._pending + data, b""
-        start = data.rfind(b"\x1b", max(0, len(data) - MAX_PENDING))
+        low = max(0, len(data) - MAX_PENDING)
+        start = data.rfind(b"\x1b", low)
         if start >= 0 and _INCOMPLETE.match(data, start):
+            opener = data.rfind(b"\x1b", low, start)
+            if start == len(data) - 1 and opener >= 0 and _OPEN_STRING.fullmatch(data, opener, start):
+                start = opener  # a string sequence whose ST (ESC \) is cut in two
             data, self._pending = data[:start], data[start:]
         replies: list[bytes] = []
         for token in _TOKEN.finditer(data):
