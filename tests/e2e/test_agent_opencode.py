@@ -183,3 +183,28 @@ def test_killed_opencode_is_restarted_with_its_native_session(tmp_path):
         assert state(ws)["native_session_id"] == first["native_session_id"]
         assert save_and_exit(child) == 0
         assert state_or_none(ws)["status"] == "stopped"
+
+
+def test_save_and_exit_then_resume_carries_on_the_same_opencode_session(tmp_path):
+    """Ctrl+C, save and exit; `--resume` starts opencode with --session <its id>: the workflow is
+    not typed again, the continue prompt goes on in the same conversation."""
+    ws = workspace_for(tmp_path)
+    with ToolFakeOpenAI(loop_rules(), api_key=FAKE_KEY) as fake, WaaahServer() as server:
+        env = env_for(tmp_path, ws, fake)
+        child = spawn(ws, env, "--start=opencode", f"--server={server.url}")
+        child.expect("LOOP-TURN-DONE")
+        pump_until(child, lambda: state(ws)["native_session_id"].startswith("ses_"), 30)
+        native = state(ws)["native_session_id"]
+        assert save_and_exit(child) == 0
+
+        child = spawn(ws, env, "--start=opencode", f"--server={server.url}", "--resume")
+        pump_until(
+            child, lambda: state(ws)["status"] == "running" and resumed_with(state(ws)["argv"]) == native
+        )
+        before = len(user_requests(fake, CONTINUE_MARKER))
+        pump_until(child, lambda: len(user_requests(fake, CONTINUE_MARKER)) > before, 120)
+        history = json.dumps(user_requests(fake, CONTINUE_MARKER)[-1]["body"])
+        assert "LOOP-TURN-DONE" in history, "the resumed request carries the earlier conversation"
+        assert len(user_requests(fake, MARKER)) == 1
+        assert state(ws)["native_session_id"] == native
+        assert save_and_exit(child) == 0
