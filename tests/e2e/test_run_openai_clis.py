@@ -143,7 +143,8 @@ def test_answer_then_session_continues(cli: str, tmp_path: Path) -> None:
         assert logged_requests(log)[-1]["user_texts"] == [FIRST, SECOND, SECOND]
 
 
-def test_waaah_agent_refuses_a_headless_only_cli(cli: str, tmp_path: Path) -> None:
+def test_waaah_agent_refuses_a_headless_only_cli(tmp_path: Path) -> None:
+    cli = "codex"  # opencode is supervised too (tests/e2e/test_agent_opencode.py)
     env = base_env(tmp_path / "home")
     proc = subprocess.run(
         [*waaah_command(), "agent", f"--start={cli}"],

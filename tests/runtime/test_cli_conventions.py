@@ -100,7 +100,7 @@ def test_unknown_options_and_stray_arguments_are_usage_errors(
     [
         (
             ("agent", "--start=nope"),
-            "Invalid value for '--start': 'nope' is not one of 'claude', 'gemini', 'simulated'",
+            "Invalid value for '--start': 'nope' is not one of 'claude', 'gemini', 'opencode', 'simulated'",
         ),
         (
             ("agent", "--start=simulated", "--heartbeat", "-5"),
@@ -138,7 +138,7 @@ def test_help_lists_the_choices_ranges_and_variables() -> None:
     agent = subprocess.run([WAAAH, "agent", "-h"], capture_output=True, text=True, timeout=30).stdout
     flat = " ".join(agent.split())
     for shown in (
-        "--start [claude|gemini|simulated]",
+        "--start [claude|gemini|opencode|simulated]",
         "--heartbeat SECONDS>0",
         "--stall-timeout SECONDS>0",
         "--restart-budget N>=0",
@@ -173,7 +173,7 @@ def test_a_headless_only_cli_keeps_its_one_line_answer(ws: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (
         'waaah: codex runs headless only (waaah run --agent codex "..."); '
-        "waaah agent can supervise: claude, gemini, simulated"
+        "waaah agent can supervise: claude, gemini, opencode, simulated"
     )
 
 

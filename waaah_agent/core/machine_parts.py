@@ -41,6 +41,7 @@ from waaah_agent.core.policy import (
     PolicyConfig,
     StallWatch,
 )
+from waaah_agent.core.termanswers import is_report
 
 MENU_TIMEOUT = 20.0
 STALL_LOOK = 30.0  # while busy, look at the screen at least this often (stall detection)
@@ -197,6 +198,9 @@ class MachineParts:
     # -- the user's keys and the Ctrl+C menu ---------------------------------------------
     def _keys(self, data: bytes, now: float) -> None:
         """Forward keys byte for byte, except Ctrl+C (the menu) and keys meant for the menu."""
+        if is_report(data):  # the terminal answering the agent's queries: nobody is typing
+            self._emit(Type(data))
+            return
         self.last_user_input = now
         while data:
             if self.menu_open:

@@ -397,6 +397,8 @@ class Run:
     inbox: Inbox
     watch: ServerWatch | None = None
     tokens_due: float = 0.0  # monotonic time of the next read of the transcript (--max-tokens)
+    learning: bool = False  # the CLI's own session id is still to be found (own_session)
+    started: float = 0.0  # when this run's CLI was started (epoch seconds)
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -410,7 +412,12 @@ class Run:
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
         first = self.first_prompt(native)
-        child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
+        # A CLI that picks its own session id tells it only once it began one: looked for.
+        self.learning = adapter.own_session is not None and not native
+        self.started = time.time()
+        # PWD as a shell sets it: a CLI may take its project folder from it (opencode does).
+        env = {**self.env, "PWD": str(workspace)}
+        child = AgentProcess.spawn(argv, cwd=str(workspace), env=env, size=self.size)
         tracker = reaper.Tracker(child.pid)
         tracker.look()
         state.processes = tracker.records
@@ -455,7 +462,7 @@ class Run:
             time.monotonic(),
         )
         sup = Supervisor(
-            LoopConfig(rules=adapter.rules, interactive=self.console.interactive),
+            LoopConfig(adapter.rules, self.console.interactive, adapter.answers_queries),
             machine,
             child,
             self.session,
@@ -476,15 +483,19 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.end_descendants(child)
+            self.learn_session()
             self.update_tokens()
 
     def tend(self, tracker: reaper.Tracker, sup: Supervisor) -> float:
-        """The slow timer: what the agent started is recorded (saved only when it changed);
-        with --max-tokens, the transcript's totals are read again and told to the machine."""
+        """The slow timer: what the agent started is recorded (saved only when it changed); the
+        CLI's own session id is looked for until known; with --max-tokens, the transcript's
+        totals are read again and told to the machine."""
         if tracker.look():
             self.state.processes = tracker.records
             self.session.save(self.state)
         delay = tracker.next_delay()
+        if self.learn_session():
+            delay = min(delay, 2.0)  # until the CLI's own session id is known: often
         limit = self.opts.max_tokens
         if limit is None:
             return delay
@@ -498,6 +509,19 @@ class Run:
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
             sup.tell(TokensCounted(used, limit))
         return min(delay, max(0.5, self.tokens_due - now))
+
+    def learn_session(self) -> bool:
+        """Keep the id of the session a CLI that picks its own began (True: not found yet)."""
+        if not self.learning or self.adapter.own_session is None:
+            return False
+        found = self.adapter.own_session(self.env, Path(self.state.workspace), self.started)
+        if found is None:
+            return True
+        self.learning = False
+        self.state.native_session_id = found
+        self.session.save(self.state)
+        self.session.event("native-session", session_id=found)
+        return False
 
     def end_descendants(self, child: AgentProcess) -> None:
         """Whatever the agent left running (nohup, setsid, a double fork: re-parented to us) ends
