@@ -18,6 +18,8 @@ notify = ["ntfys://ntfy.sh/a", "json://127.0.0.1:9/x"]
 record_budget_mb = 500
 default_agent = "claude"
 fallback = ["claude", "gemini"]
+routes = "~/routes.json"
+breaker_cooldown = 120
 """
     assert parse(text) == {
         "WAAAH_SERVER_URL": "http://127.0.0.1:3456",
@@ -29,6 +31,8 @@ fallback = ["claude", "gemini"]
         "WAAAH_RECORD_BUDGET_MB": "500",
         "WAAAH_DEFAULT_AGENT": "claude",
         "WAAAH_FALLBACK": "claude,gemini",
+        "WAAAH_ROUTES": "~/routes.json",
+        "WAAAH_BREAKER_COOLDOWN": "120.0",
     }
     assert parse("") == {}
 
@@ -56,4 +60,4 @@ def test_a_wrong_key_or_value_is_one_line_with_an_example(text, said):
 
 def test_the_example_is_a_valid_config_once_uncommented():
     lines = [line[2:] for line in template().splitlines() if line.startswith("# ") and " = " in line]
-    assert len(parse("\n".join(lines))) == 9
+    assert len(parse("\n".join(lines))) == 11

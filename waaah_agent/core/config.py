@@ -44,6 +44,15 @@ KEYS: dict[str, Key] = {
     ),
     "default_agent": Key("WAAAH_DEFAULT_AGENT", "text", "`waaah run`'s CLI when none is named", '"claude"'),
     "fallback": Key("WAAAH_FALLBACK", "agents", "`waaah run`'s fallback chain", '["claude", "gemini"]'),
+    "routes": Key(
+        "WAAAH_ROUTES",
+        "path",
+        "the routing table of `waaah route` and `waaah run --role`",
+        '"~/.config/waaah-agent/routes.json"',
+    ),
+    "breaker_cooldown": Key(
+        "WAAAH_BREAKER_COOLDOWN", "seconds", "seconds a tripped CLI rests before one probe", "60"
+    ),
 }
 
 
