@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -12,8 +11,9 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters, settings
+from waaah_agent.cli_config import config
 from waaah_agent.cli_control import attach, pause, resume, send, stop, tail
-from waaah_agent.cli_mcp import mcp_app
+from waaah_agent.cli_mcp import mcp_app, mcp_proxy
 from waaah_agent.cli_options import (
     ALL_CLIS,
     FORMATS,
@@ -34,8 +34,10 @@ from waaah_agent.cli_options import (
 )
 from waaah_agent.cli_reading import replay, sessions, status
 from waaah_agent.cli_report import report
+from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env, quota, route
 from waaah_agent.cli_run import _exit, _masked
-from waaah_agent.errors import RUN_EXIT_CODES, exit_codes, table
+from waaah_agent.cli_service import service_app
+from waaah_agent.errors import RUN_EXIT_CODES, WaaahError, exit_codes, table
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -89,6 +91,13 @@ def agent(
             "Example: waaah agent --start=claude --resume",
         ),
     ] = False,
+    resume_or_start: Annotated[
+        bool,
+        typer.Option(
+            "--resume-or-start",
+            help="--resume when this agent has a session here, else a new one (what `waaah service` runs).",
+        ),
+    ] = False,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -132,6 +141,7 @@ def agent(
         float,
         typer.Option(
             "--heartbeat",
+            envvar="WAAAH_HEARTBEAT",
             callback=POSITIVE,
             metavar="SECONDS>0",
             help="Seconds idle at the prompt before a heartbeat prompt. Example: --heartbeat 300",
@@ -141,6 +151,7 @@ def agent(
         float,
         typer.Option(
             "--stall-timeout",
+            envvar="WAAAH_STALL_TIMEOUT",
             callback=POSITIVE,
             metavar="SECONDS>0",
             help="Seconds busy with nothing changing before Esc (then a restart if still stuck). Example: --stall-timeout 1800",
@@ -173,6 +184,28 @@ def agent(
             "the oldest go beyond it). Example: --record-budget 500",
         ),
     ] = settings.RECORD_BUDGET,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            envvar=settings.MAX_TOKENS,
+            min=1,
+            metavar="N",
+            help="Token budget of the session (input + output, from the CLI's own transcript, read every "
+            "minute): once reached, no more nudges; the agent finishes the task in hand, the session is "
+            "saved, an alert goes out and waaah exits with 17. Example: --max-tokens 5000000",
+        ),
+    ] = None,
+    notify: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--notify",
+            metavar="URL",
+            help="Send alerts here (repeatable; any apprise URL: ntfy://, slack://, tgram://, mailto://, "
+            f"json://...; {settings.NOTIFY} adds more, space-separated): gave up, needs a login, a "
+            "usage-limit wait starts and ends, evicted, stalled. Example: --notify ntfys://ntfy.sh/my-topic",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -195,6 +228,7 @@ def agent(
             start=start,
             workflow=workflow,
             resume=resume,
+            resume_or_start=resume_or_start,
             resume_id=resume_id,
             given=frozenset(
                 n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
@@ -218,6 +252,9 @@ def agent(
             ),
             backoff=BackoffConfig(budget=restart_budget, base=from_env.restart_base),
             record_budget=record_budget * 1024 * 1024,
+            notify=settings.notify_urls(notify, env),
+            max_tokens=max_tokens,
+            tokens_every=from_env.tokens_every,
             log_roll=from_env.log_roll,
         )
         return run_agent(options, env, default_console())
@@ -265,7 +302,9 @@ def doctor(
         doc.default_env(), (workspace or Path.cwd()).resolve(), workflow, agent, server, api_key
     )
     if as_json:
-        print(_masked(json.dumps([c.to_json() for c in checks], indent=2), api_key))
+        from waaah_agent.runtime.doctor_clis import doctor_json
+
+        print(_masked(doctor_json(checks, agent, (workspace or Path.cwd()).resolve()), api_key))
     else:
         for check in checks:
             print(_masked(check.line(), api_key))
@@ -321,6 +360,7 @@ def run(
         str | None,
         typer.Option(
             "--fallback",
+            envvar="WAAAH_FALLBACK",
             callback=_headless_list,
             metavar="CLI[,CLI...]",
             help=f"CLIs to try next, in order, each one of {', '.join(_headless_names())}. "
@@ -358,6 +398,8 @@ def run(
             "withheld by default. Example: --pass-env AWS_",
         ),
     ] = None,
+    role: RoleOption = None,
+    breaker_cooldown: CooldownOption = None,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -367,19 +409,26 @@ def run(
     """
     from waaah_agent.runtime import oneshot, run_io
 
+    # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
+    routed = role and not session and (agent is None or _from_env(ctx, "agent"))
+    env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
     options = run_io.RunOptions(
         prompt=prompt,
-        agent=agent,
+        agent=None if "agent" in env_only else agent,
         model=model,
         session=session,
         parent=parent,
         timeout=timeout,
-        fallback=[a.strip() for a in (fallback or "").split(",") if a.strip()],
+        fallback=[]
+        if "fallback" in env_only
+        else [a.strip() for a in (fallback or "").split(",") if a.strip()],
         context=context,
         format=fmt,
         extra_args=_cli_args(ctx),
         workspace=workspace,
         pass_env=settings.pass_env(pass_env, os.environ),
+        role=role,
+        breaker_cooldown=breaker_cooldown,
     )
 
     def go() -> int:
@@ -395,49 +444,25 @@ app.command()(replay)
 app.command()(report)
 for _control in (send, pause, resume, stop, tail, attach):
     app.command()(_control)
+app.command()(config)
+app.add_typer(service_app)
 app.add_typer(mcp_app)
+app.command()(route)
+app.command()(quota)
 
 
-@app.command("mcp-proxy")
-def mcp_proxy(
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server",
-            envvar=settings.SERVER_URL,
-            callback=_flag_only,
-            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
-    ] = None,
-    agent_id: Annotated[
-        str | None,
-        typer.Option(
-            "--agent-id", envvar=settings.AGENT_ID, callback=_flag_only, help="Agent id filled into calls."
-        ),
-    ] = None,
-    inbox: Annotated[
-        Path | None,
-        typer.Option(
-            "--inbox",
-            envvar=settings.INBOX,
-            callback=_flag_only,
-            help="File that receives one JSON line per tool call.",
-        ),
-    ] = None,
-) -> None:
-    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
-    from waaah_agent import mcp_proxy as proxy
-
-    given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
-    _exit(lambda: proxy.run(given))
+app.command("mcp-proxy")(mcp_proxy)
 
 
 def main() -> None:
     logging.basicConfig(level=settings.log_level(os.environ), format="waaah: %(message)s")
+    from waaah_agent.runtime import config_file
+
+    try:  # the config file's keys become the variables not set: a flag or a variable wins
+        config_file.apply(os.environ)
+    except WaaahError as err:
+        print(f"waaah: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
     app()
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from waaah_agent import settings
+from waaah_agent.cli_options import _flag_only
 from waaah_agent.cli_run import _exit
 from waaah_agent.errors import UsageError
 
@@ -86,3 +88,40 @@ def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
         return 0
 
     _exit(go)
+
+
+def mcp_proxy(
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar=settings.SERVER_URL,
+            callback=_flag_only,
+            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
+    ] = None,
+    agent_id: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-id", envvar=settings.AGENT_ID, callback=_flag_only, help="Agent id filled into calls."
+        ),
+    ] = None,
+    inbox: Annotated[
+        Path | None,
+        typer.Option(
+            "--inbox",
+            envvar=settings.INBOX,
+            callback=_flag_only,
+            help="File that receives one JSON line per tool call.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
+    from waaah_agent import mcp_proxy as proxy
+
+    given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
+    _exit(lambda: proxy.run(given))

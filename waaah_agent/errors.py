@@ -32,6 +32,7 @@ class ExitCode(IntEnum):
     INVALID_MODEL = 14
     CRASH = 15
     TRANSIENT = 16
+    BUDGET = 17  # `waaah agent`: --max-tokens reached
     INTERRUPTED = 130
 
 
@@ -113,6 +114,12 @@ class AgentFailed(WaaahError):
     exit_code = ExitCode.AGENT_FAILED
 
 
+class BudgetReached(WaaahError):
+    """The session used the tokens --max-tokens allows: it stopped after the task in hand."""
+
+    exit_code = ExitCode.BUDGET
+
+
 class RestartBudgetExhausted(WaaahError):
     """The agent kept crashing or stalling: the restart budget for the window is spent."""
 
@@ -134,6 +141,7 @@ def exit_codes(restart_budget: int, restart_window: float) -> dict[int, str]:
         ExitCode.AGENT_FAILED: "the agent CLI exited with an error of its own",
         ExitCode.RESTARTS_SPENT: "the agent kept crashing: the restart budget "
         f"(--restart-budget, default {restart_budget} per {restart_window / 60:g} minutes) was spent",
+        ExitCode.BUDGET: "the session reached --max-tokens and stopped after the task in hand (saved, resumable)",
         ExitCode.INTERRUPTED: "interrupted before the agent started",
     }
 

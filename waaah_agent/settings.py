@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent.core.backoff import BackoffConfig
+from waaah_agent.core.breaker import BreakerConfig
 from waaah_agent.core.machine import MachineConfig
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.errors import UsageError
@@ -41,6 +42,12 @@ SERVER_CHECK_SECONDS = "WAAAH_SERVER_CHECK_SECONDS"
 LIMIT_MARGIN_SECONDS = "WAAAH_LIMIT_MARGIN_SECONDS"
 LIMIT_DEFAULT_SECONDS = "WAAAH_LIMIT_DEFAULT_SECONDS"
 RESTART_BASE_SECONDS = "WAAAH_RESTART_BASE_SECONDS"
+MAX_TOKENS = "WAAAH_MAX_TOKENS"
+TOKENS_CHECK_SECONDS = "WAAAH_TOKENS_CHECK_SECONDS"  # how often --max-tokens reads the transcript
+TOKENS_CHECK_EVERY = 60.0
+NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
+BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a breaker stays open
+ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -62,6 +69,7 @@ LIMIT_MARGIN = _MACHINE.limit_margin  # seconds added to a usage limit's stated 
 LIMIT_DEFAULT = _MACHINE.limit_default  # wait when a usage limit states no reset time
 SERVER_CHECK_EVERY = 30.0  # seconds between background checks of the WAAAH server
 RUN_TIMEOUT = 600.0  # `waaah run`: one budget for every attempt, wait and fallback
+BREAKER_COOLDOWN = BreakerConfig().cooldown  # seconds open before one probe run
 LOG_LEVEL_DEFAULT = "WARNING"
 
 
@@ -106,6 +114,7 @@ class AgentEnv:
     limit_default: float = LIMIT_DEFAULT
     restart_base: float = RESTART_BASE
     log_roll: int = int(LOG_ROLL * 1024 * 1024)  # bytes
+    tokens_every: float = TOKENS_CHECK_EVERY
 
 
 def agent_env(env: Mapping[str, str]) -> AgentEnv:
@@ -115,6 +124,7 @@ def agent_env(env: Mapping[str, str]) -> AgentEnv:
         limit_default=seconds(env, LIMIT_DEFAULT_SECONDS, LIMIT_DEFAULT),
         restart_base=seconds(env, RESTART_BASE_SECONDS, RESTART_BASE),
         log_roll=max(4096, int(seconds(env, LOG_ROLL_MB, LOG_ROLL, unit="MB") * 1024 * 1024)),
+        tokens_every=seconds(env, TOKENS_CHECK_SECONDS, TOKENS_CHECK_EVERY),
     )
 
 
@@ -154,6 +164,12 @@ def proxy_env(url: str, api_key: str | None) -> dict[str, str]:
     return env
 
 
+def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """--notify URLs, then those of the variable (space-separated), each once."""
+    urls = [*(flags or []), *env.get(NOTIFY, "").split()]
+    return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
+
+
 def api_key(flag: str | None, env: Mapping[str, str]) -> str | None:
     return text(flag, env, API_KEY)
 
@@ -167,9 +183,17 @@ def server_url(flag: str | None, env: Mapping[str, str]) -> tuple[str, str] | No
     return None
 
 
-def run_agent_name(flag: str | None, resumed: str | None, env: Mapping[str, str]) -> str:
-    """`waaah run`'s first CLI: --agent, else the one of --session, else the variable, else gemini."""
-    return flag or resumed or env.get(DEFAULT_AGENT_VAR) or DEFAULT_AGENT
+def run_agent_name(
+    flag: str | None, resumed: str | None, env: Mapping[str, str], routed: str | None = None
+) -> str:
+    """`waaah run`'s first CLI: --agent, else the one of --session, else the one --role routed
+    to, else the variable, else gemini."""
+    return flag or resumed or routed or env.get(DEFAULT_AGENT_VAR) or DEFAULT_AGENT
+
+
+def breaker_config(env: Mapping[str, str], cooldown: float | None = None) -> BreakerConfig:
+    """The circuit breakers' settings: the cooldown from the flag, else the variable, else 60 s."""
+    return BreakerConfig(cooldown=seconds(env, BREAKER_COOLDOWN_SECONDS, BREAKER_COOLDOWN, cooldown))
 
 
 def parent_id(flag: str | None, env: Mapping[str, str]) -> str:

@@ -92,3 +92,45 @@ def test_control_without_a_running_session_says_so(tmp_path):
         assert done.returncode == 7 and "no running session" in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1
     time.sleep(0)
+
+
+def test_a_token_budget_stops_the_session_after_the_task_with_an_alert(tmp_path):
+    """--max-tokens with the real gemini: its transcript's totals pass the budget during the
+    first turns; the session stops once the agent is back in its wait, saved, exit code 17."""
+    from tests.runtime.test_alerts import Endpoint
+
+    ws = workspace_for(tmp_path)
+    wait = ToolCall("wait_for_prompt", {"timeout": 20})
+    script = [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
+        Rule(wait, tool_result="register_agent"),
+        Rule(wait, tool_result="wait_for_prompt"),
+    ]
+    endpoint = Endpoint()
+    try:
+        with FakeModel(script, default=Text("OK")) as model, WaaahServer() as server:
+            env = cli_env("gemini", tmp_path / "home", ws, model.url)
+            env["WAAAH_TOKENS_CHECK_SECONDS"] = "1"
+            args = (
+                "--start=gemini",
+                f"--server={server.url}",
+                "--max-tokens",
+                "2000",
+                "--notify",
+                endpoint.url,
+            )
+            child = spawn(ws, env, *args)
+            child.expect(pexpect.EOF, timeout=120)
+            child.close()
+            assert child.exitstatus == 17, child.before.decode(errors="replace")[-2000:]
+            assert "reached its token budget" in child.before.decode(errors="replace")
+            assert len(model.main_requests()) >= 2
+    finally:
+        endpoint.close()
+    st = state(ws)
+    assert st["status"] == "stopped" and st["tokens"]["input"] + st["tokens"]["output"] >= 2000
+    budget = [e for e in events(ws) if e["event"] == "budget"]
+    assert budget and budget[0]["limit"] == 2000
+    assert [e["reason"] for e in events(ws) if e["event"] == "end"] == ["budget"]
+    assert not [e for e in events(ws) if e["event"] == "nudge"]
+    assert [a["title"] for a in endpoint.received] == ["waaah: gemini reached its token budget"]

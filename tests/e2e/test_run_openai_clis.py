@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.doubles.cli_homes import REPO, base_env, cli_bin
+from tests.doubles.cli_homes import base_env, cli_bin
 from tests.doubles.fake_openai import FAKE_KEY, FakeOpenAI
 from tests.e2e.conftest import with_cli_path, workspace_for
 
@@ -141,20 +141,3 @@ def test_answer_then_session_continues(cli: str, tmp_path: Path) -> None:
         third = waaah_run([SECOND, "--session", first["log_id"], "--timeout", "120"], env, ws)
         assert third["ok"] and third["session_id"] == session, third
         assert logged_requests(log)[-1]["user_texts"] == [FIRST, SECOND, SECOND]
-
-
-def test_waaah_agent_refuses_a_headless_only_cli(tmp_path: Path) -> None:
-    cli = "opencode"  # codex is supervised (tests/e2e/test_agent_codex.py)
-    env = base_env(tmp_path / "home")
-    proc = subprocess.run(
-        [*waaah_command(), "agent", f"--start={cli}"],
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode != 0
-    assert f"{cli} runs headless only" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

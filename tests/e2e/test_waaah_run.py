@@ -216,7 +216,8 @@ def test_errors_are_retried_then_the_fallback_cli_answers_within_the_budget(tmp_
         decisions = [r["action"] for r in records(out["log_path"], "decision")]
         assert decisions == ["retry", "retry", "fallback"]
         # One run that gave up on claude counts once on its breaker, persisted for later runs.
-        state = json.loads((tmp_path / "state" / "waaah-agent" / "breakers.json").read_text())
+        folder = tmp_path / "state" / "waaah-agent" / "breakers"
+        state = {cli: json.loads((folder / f"{cli}.json").read_text()) for cli in ("claude", "gemini")}
         assert state["claude"]["failures"] == 1 and state["claude"]["opened_at"] is None
         assert state["gemini"]["failures"] == 0
 
@@ -256,7 +257,7 @@ def test_a_cli_that_keeps_failing_is_skipped_by_later_runs(tmp_path: Path) -> No
         doctor = subprocess.run(
             [WAAAH, "doctor", "--agent", "claude"], cwd=ws, env=broken, capture_output=True, text=True
         ).stdout
-        assert "claude: OPEN after 3 failures in a row" in doctor
+        assert "claude: OPEN after 3 failure(s) in a row" in doctor
         env = both_env(tmp_path, ws, fake.url)
         code, out, err = waaah_run(ws, env, "ANSWER-MARKER hi", "--agent", "claude", "--fallback", "gemini")
         assert code == 0, err

@@ -168,7 +168,7 @@ def test_a_failing_run_s_key_is_in_no_log_breaker_or_saved_response(workspace, h
         assert_no_traceback(done.stdout, done.stderr)
         assert "sk-ant-api03-" + "Z" * 30 not in done.stdout + done.stderr
     written = [*our_files(workspace), *[p for p in state_home.rglob("*") if p.is_file()]]
-    assert any(p.name == "breakers.json" for p in written)
+    assert any(p.name == "claude.json" and p.parent.name == "breakers" for p in written)
     for path in written:
         assert b"Z" * 30 not in path.read_bytes(), path
     doctor = run_waaah("doctor", "--agent", "claude", cwd=workspace, env=env)

@@ -163,7 +163,7 @@ def doctor(workspace, env, *args):
     result = subprocess.run(
         [WAAAH, "doctor", "--json", *args], cwd=workspace, env=env, capture_output=True, text=True, timeout=60
     )
-    return result, {c["name"]: c for c in json.loads(result.stdout)}
+    return result, {c["name"]: c for c in json.loads(result.stdout)["checks"]}
 
 
 def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):

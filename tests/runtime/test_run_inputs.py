@@ -47,7 +47,7 @@ def run(
         ),
         (
             ("hi", "--agent", "gemini", "--fallback", "claude,nope"),
-            "Invalid value for '--fallback': 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'",
+            "Invalid value for '--fallback' (env var: 'WAAAH_FALLBACK'): 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'",
         ),
         (
             ("hi", "--format", "yaml"),

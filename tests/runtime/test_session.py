@@ -523,6 +523,10 @@ def test_a_usage_limit_is_waited_out_then_the_agent_continues(workspace, fake_ho
     limit = [e for e in events(workspace) if e["event"] == "limit"][0]
     assert limit["how"].startswith("parsed") and "try again in 3 seconds" in limit["banner"]
     started = time.monotonic()
+    quota = subprocess.run([WAAAH, "quota", "--json"], cwd=workspace, env=env, capture_output=True, text=True)
+    simulated = json.loads(quota.stdout)["simulated"]  # what `waaah quota` knows from the session
+    assert simulated["state"] == "limited" and simulated["reset_at"][:19] == limit["until"][:19]
+    assert simulated["source"] == f"session {state(workspace)['id']}"
     # Nothing is typed while the limit lasts; then the agent is asked to carry on.
     pump_until(child, lambda: CONTINUE_PROMPT in sim_messages(workspace, native), 30)
     assert time.monotonic() - started >= 2.5

@@ -115,3 +115,28 @@ def test_control_lines_round_trip():
         "command": "send",
         "chars": 11,
     }
+
+
+def test_a_spent_token_budget_holds_the_nudges_and_stops_once_the_task_is_done():
+    night = started()
+    night.cli.task_for = 600
+    night.wait_ends("task")  # working on a task
+    night.run_until(night.t + 10)
+    night.tell(ev.TokensCounted(900, 1000))
+    night.run_until(night.t + 10)
+    assert night.outcome is None and night.records("budget") == []
+    night.tell(ev.TokensCounted(1200, 1000))
+    night.run_until(night.t + 300)
+    assert night.outcome is None  # the task in hand goes on
+    assert night.records("budget") == [{"tokens": 1200, "limit": 1000}]
+    night.run_until(night.t + 600)
+    assert night.outcome is not None and night.outcome.reason is ev.StopReason.BUDGET
+    assert night.records("nudge") == [] and night.runs == 1
+    assert "1,200 tokens used" in night.outcome.detail
+
+
+def test_no_budget_is_no_stop():
+    night = started()
+    night.tell(ev.TokensCounted(10**9, None))
+    night.run_until(night.t + 600)
+    assert night.outcome is None

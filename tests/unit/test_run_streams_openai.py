@@ -14,9 +14,7 @@ from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
 from waaah_agent.core.streams import Tokens
-from waaah_agent.errors import UsageError
 from waaah_agent.runtime import oneshot
-from waaah_agent.runtime.startup import pick_adapter
 
 CLIS = ("codex", "opencode")
 ANSWER = (123, 45, 7, 168)  # the fake's usage of one model call: input, output, cached, total
@@ -207,17 +205,6 @@ def test_the_models_own_words_about_rate_limits_are_not_an_error(cli: str) -> No
     summary = parser_for(cli).feed_all(lines)
     assert summary.response == text and summary.error == ""
     assert classify(0, "", summary) is None
-
-
-@pytest.mark.parametrize("cli", ["opencode"])  # codex is supervised too (test_codex_adapter.py)
-def test_headless_only_adapters(cli: str) -> None:
-    adapter = adapters.registry()[cli]
-    assert adapter.interactive is False and adapter.headless is not None
-    assert adapter.headless.own_session_ids is False
-    assert cli not in adapters.names() and cli in adapters.all_names()
-    with pytest.raises(UsageError, match="headless only"):
-        pick_adapter(cli)
-    assert oneshot.pick(cli)[0] is adapter
 
 
 def test_codex_argv() -> None:

@@ -92,10 +92,6 @@ class Adapter:
     transcript: Callable[[Mapping[str, str], Path, str], Path | None] = field(
         default=lambda env, ws, sid: None
     )
-    # A CLI that picks its own session id (codex): the id of the session it began in the
-    # workspace since a time (epoch seconds), from its own files; None while it is not known.
-    # The supervisor then resumes that one. None here: the CLI takes the id we choose.
-    own_session: Callable[[Mapping[str, str], Path, float], str | None] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()
@@ -119,6 +115,13 @@ class Adapter:
     headless: Headless | None = None
     # False for CLIs that `waaah agent` cannot supervise yet (no recorded screen rules).
     interactive: bool = True
+    # It draws nothing until the terminal answers its queries (cursor position, attributes,
+    # colours): with no terminal attached, the supervisor answers them (core/termanswers.py).
+    answers_queries: bool = False
+    # For a CLI that picks its own session id (fresh_args cannot name one): (env, workspace,
+    # started) -> the id of the session it began in ``workspace`` since ``started`` (epoch
+    # seconds), None while there is none; resume_args then get that id.
+    own_session: Callable[[Mapping[str, str], Path, float], str | None] | None = None
 
     def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:
         args = self.resume_args(session_id) if resume else self.fresh_args(session_id)

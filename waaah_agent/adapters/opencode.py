@@ -1,18 +1,47 @@
-"""opencode, headless only (streams recorded from opencode-ai 1.18.33).
+"""opencode (screens and streams recorded from opencode-ai 1.18.33).
 
-`waaah run --agent opencode` drives ``opencode run --format json``; `waaah agent` cannot
-supervise it (no recorded screens). Providers, models and credentials come from opencode's own
+`waaah agent --start=opencode` supervises its TUI; `waaah run --agent opencode` drives
+``opencode run --format json``. Providers, models and credentials come from opencode's own
 configuration (``opencode.json``, ``opencode auth login``).
+
+What differs from gemini and claude:
+
+* it draws nothing until the terminal answers its queries (cursor position, device attributes,
+  colours): headless, the supervisor answers them (``answers_queries``);
+* it picks its own session id (``ses_…``), kept in its SQLite store
+  (``$XDG_DATA_HOME/opencode/opencode.db``, table ``session``): the id of the session a run began
+  in the workspace is read from there, and a restart resumes it with ``--session <id>``;
+* it takes a config merged over the user's from ``OPENCODE_CONFIG_CONTENT`` (JSON): the waaah
+  MCP server (``mcp.waaah``, a local command) and ``permission`` allowing its tools
+  (``waaah_*``) go there; the user's ``opencode.json`` is never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from waaah_agent.adapters.base import HEADLESS_ONLY_RULES, Adapter, Headless, env_names_in
+from waaah_agent import settings
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_opencode
+from waaah_agent.runtime.mcp_setup import (
+    PROXY_COMMAND,
+    ConfigRefused,
+    Finding,
+    Given,
+    Persistent,
+    ServerChoice,
+)
+
+#: The variable opencode merges last over its configs (a JSON document).
+CONFIG_CONTENT = "OPENCODE_CONFIG_CONTENT"
 
 
 def _headless(prompt: str | None, session_id: str, resume: bool, model: str | None) -> list[str]:
@@ -33,13 +62,155 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def _config_dir(env: Mapping[str, str]) -> Path:
+    return (
+        Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME", "~")) / ".config").expanduser() / "opencode"
+    )
+
+
 def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
     """The variables opencode's configs refer to as ``{env:NAME}`` (the user's, the workspace's)."""
-    config = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME", "~")) / ".config").expanduser()
-    files = [config / "opencode" / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
+    files = [_config_dir(env) / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
     files += [workspace / "opencode.json", workspace / "opencode.jsonc"]
     return env_names_in(files, _ENV_REF)
 
+
+# ---- its sessions ------------------------------------------------------------------------
+
+
+def _store(env: Mapping[str, str]) -> Path:
+    data = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")) / ".local" / "share")
+    return Path(data).expanduser() / "opencode" / "opencode.db"
+
+
+def _query(env: Mapping[str, str], sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Rows from opencode's store, read-only; a missing, locked or foreign file gives none."""
+    path = _store(env)
+    if not path.is_file():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=1.0)) as db:
+            return list(db.execute(sql, args).fetchall())
+    except sqlite3.Error:
+        return []
+
+
+def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
+    """The store, when it holds ``session_id`` (so ``--session`` can resume it)."""
+    rows = (
+        _query(env, "SELECT 1 FROM session WHERE id = ?", (session_id,))
+        if session_id.startswith("ses_")
+        else []
+    )
+    return _store(env) if rows else None
+
+
+def _own_session(env: Mapping[str, str], workspace: Path, started: float) -> str | None:
+    """The newest top-level session opencode began in ``workspace`` since ``started``."""
+    rows = _query(
+        env,
+        "SELECT id FROM session WHERE directory = ? AND parent_id IS NULL AND time_created >= ?"
+        " ORDER BY time_created DESC LIMIT 1",
+        (str(workspace), int(started * 1000) - 2000),
+    )
+    return str(rows[0][0]) if rows else None
+
+
+# ---- the waaah MCP server ------------------------------------------------------------------
+
+
+def config_document(command: list[str], proxy_env: dict[str, str]) -> dict[str, Any]:
+    """What opencode gets merged over its configs: our proxy as ``mcp.waaah``, its tools allowed."""
+    entry = {
+        "type": "local",
+        "command": [*command, "mcp-proxy"],
+        "environment": proxy_env,
+        "enabled": True,
+        "timeout": mcpconf.TOOL_TIMEOUT_MS,
+    }
+    return {"mcp": {mcpconf.NAME: entry}, "permission": {f"{mcpconf.NAME}_*": "allow"}}
+
+
+def merged(given: str | None, ours: dict[str, Any]) -> dict[str, Any]:
+    """The user's own ``OPENCODE_CONFIG_CONTENT`` (if any) with ours merged in, key by key."""
+    base: Any = {}
+    if given and given.strip():
+        try:
+            base = json.loads(given)
+        except ValueError as err:
+            raise ConfigRefused(
+                f"{CONFIG_CONTENT} is not JSON ({err})", f"fix or unset {CONFIG_CONTENT}"
+            ) from err
+        if not isinstance(base, dict):
+            raise ConfigRefused(
+                f"{CONFIG_CONTENT} does not hold a JSON object", f"fix or unset {CONFIG_CONTENT}"
+            )
+    out = dict(base)
+    for key, value in ours.items():
+        mine = out.get(key)
+        out[key] = {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value
+    return out
+
+
+@dataclass(frozen=True)
+class OpencodeMcp:
+    """The waaah entry given per run in ``OPENCODE_CONFIG_CONTENT`` (runtime/mcp_setup.McpGiver)."""
+
+    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
+        """A waaah entry in the user's ``opencode.json`` (only its URL is used)."""
+        from waaah_agent.runtime.mcp_setup import read_json
+
+        try:
+            entry = read_json(_config_dir(env) / "opencode.json").get("mcp", {}).get(mcpconf.NAME)
+        except (ConfigRefused, AttributeError):
+            return None
+        if not isinstance(entry, dict):
+            return None
+        raw, environment = entry.get("command"), entry.get("environment")
+        command: list[Any] = raw if isinstance(raw, list) else []
+        shaped = {
+            "command": str(command[0]) if command else "",
+            "args": command[1:],
+            "env": environment if isinstance(environment, dict) else {},
+        }
+        return mcpconf.find_entry({"mcpServers": {mcpconf.NAME: shaped}})
+
+    def give(
+        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
+    ) -> Given:
+        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
+        document = merged(env.get(CONFIG_CONTENT), config_document(PROXY_COMMAND, proxy_env))
+        return Given([], [], {CONFIG_CONTENT: json.dumps(document)})
+
+    def doctor(self, env: Mapping[str, str]) -> Finding:
+        return Finding("ok", f"given per run in {CONFIG_CONTENT} (your opencode.json is not touched)")
+
+    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []  # opencode only reads the variable
+
+    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
+        return []  # nothing was written
+
+    #: No entry kept in the user's own opencode.json (`waaah mcp install` does not offer one).
+    persistent: Persistent | None = None
+
+
+RULES = ScreenRules(
+    # The input box ends in a `╹▀▀▀` edge, drawn while busy too: `esc interrupt` in the footer
+    # (left of `ctrl+p commands`) is what tells busy from ready. The window title says neither.
+    input_ready=re.compile(r"^\s*╹▀+\s*$", re.MULTILINE),
+    # The box's text row holds nothing or the placeholder ("Ask anything…"), a blank row, then
+    # the agent and model row, then the edge.
+    input_empty=re.compile(r"┃[ \t]*(?:Ask anything[^\n]*)?\n[ \t]*┃[ \t]*\n[ \t]*┃[ \t]+\S[^\n]*\n[ \t]*╹▀"),
+    busy=re.compile(r"esc interrupt .*ctrl\+p commands"),
+    dialog=re.compile(r"┃\s+△ Permission required"),
+    # On its way out it prints the session and how to continue it, on the main screen.
+    exited=re.compile(r"^\s*Continue\s+opencode -s ses_", re.MULTILINE),
+    # A full-screen TUI (no scrollback under it), with the input box in the middle of its first
+    # screen: the whole screen is read, through patterns anchored on its own frame and footer.
+    region_rows=200,
+    dialog_rows=200,
+)
 
 ADAPTER = Adapter(
     name="opencode",
@@ -47,9 +218,15 @@ ADAPTER = Adapter(
     binary="opencode",
     install_hint="npm install -g opencode-ai",
     login_hint="opencode auth login",
-    rules=HEADLESS_ONLY_RULES,
+    rules=RULES,
     tested_version="1.18.33",
-    interactive=False,
+    resume_args=lambda sid: ["--session", sid],
+    transcript=_transcript,
+    own_session=_own_session,
+    answers_queries=True,
+    mcp=OpencodeMcp(),
+    # An update installed in the middle of the night is not what a supervised session wants.
+    extra_env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
     provider_env=("OPENCODE_", "OPENAI_"),
     config_env=_config_env,
     headless=Headless(

@@ -30,6 +30,7 @@ class StopReason(str, Enum):
     RESTART = "restart"  # EVICT RESTART from the server
     EVICT = "evict"  # EVICT SHUTDOWN
     GAVE_UP = "gave-up"  # the restart budget is spent
+    BUDGET = "budget"  # --max-tokens reached: stopped once the task in hand was done
     REJECTED = "rejected-arguments"  # the CLI refused its command line at once: configuration
 
 
@@ -128,6 +129,14 @@ class AgentStatusChanged:
 
 
 @dataclass(frozen=True)
+class TokensCounted:
+    """The session's token totals, read again from the CLI's transcript on the slow timer."""
+
+    total: int
+    limit: int | None  # --max-tokens; None: no budget
+
+
+@dataclass(frozen=True)
 class Resized:
     cols: int
     rows: int
@@ -146,6 +155,7 @@ Event = (
     | ServerChanged
     | AgentStatusChanged
     | Resized
+    | TokensCounted
 )
 
 # -- actions -----------------------------------------------------------------------------

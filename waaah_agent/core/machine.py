@@ -36,6 +36,7 @@ from waaah_agent.core.events import (
     StopReason,
     Tick,
     Title,
+    TokensCounted,
     Type,
 )
 from waaah_agent.core.inbox_records import ControlCommand, ControlRecord, HookRecord, TapRecord
@@ -89,6 +90,8 @@ class Machine(MachineParts):
         elif isinstance(event, AgentStatusChanged):
             self._record("agent-status", status=event.status)
             self._notice(f"WAAAH server reports this agent {event.status or 'unknown'}")
+        elif isinstance(event, TokensCounted):
+            self._tokens(event, t.mono)
         elif isinstance(event, Resized):
             self._record("resize", cols=event.cols, rows=event.rows)
         elif isinstance(event, Began):
@@ -151,6 +154,15 @@ class Machine(MachineParts):
         if self.limit_deadline is not None:
             return  # waiting out a usage limit: no prompts, no stall handling
         self._check_stall(now, state, reading)
+        typing = self.delivering and self.delivery is not None and self.delivery.phase is not Phase.WAITING
+        if (
+            self.budget_spent
+            and self.stopping is None
+            and state in (AgentState.READY, AgentState.TOOL)
+            and not typing
+        ):
+            self._stop(StopReason.BUDGET, self.budget_spent, now)  # the task in hand is done
+            return
         if self.queued and self.stopping is None and not self.menu_open:
             if not self.delivering:
                 self.delivery = Delivery("send", self.queued[0], enter_delay=self.cfg.enter_delay)
@@ -176,6 +188,19 @@ class Machine(MachineParts):
         self._notice("ending the wait_for_prompt in flight (Esc) to type the prompt of waaah send")
         self._emit(Type(b"\x1b"))
         self._look(now + SEND_ESC_AGAIN)
+
+    def _tokens(self, event: TokensCounted, now: float) -> None:
+        """--max-tokens: once reached, no more nudges; the run stops when the agent is done
+        with what it works on (idle at its prompt, or back in wait_for_prompt)."""
+        if event.limit is None or event.total < event.limit or self.budget_spent:
+            return
+        self.budget_spent = f"{event.total:,} tokens used, --max-tokens {event.limit:,}"
+        self._record("budget", tokens=event.total, limit=event.limit)
+        self._notice(f"token budget reached ({self.budget_spent}): stopping once the task in hand is done")
+        self._emit(
+            Title(f"waaah: {self.cfg.agent} reached its token budget; stopping after this task", hold=True)
+        )
+        self._look(now)
 
     def _control(self, record: ControlRecord, now: float) -> None:
         """A command of the user's from another shell (`waaah send|pause|resume|stop`)."""
@@ -282,7 +307,13 @@ class Machine(MachineParts):
             self._look(deadline)
 
     def _maybe_nudge(self, t: Instant, state: AgentState, input_empty: bool) -> None:
-        if self.nudger is None or self.stopping is not None or self.server_down or self.paused:
+        if (
+            self.nudger is None
+            or self.stopping is not None
+            or self.server_down
+            or self.paused
+            or self.budget_spent
+        ):
             return  # a prompt toward wait_for_prompt while the server is down is a wasted turn
         now = t.mono
         facts = Now(

@@ -41,6 +41,7 @@ from waaah_agent.core.policy import (
     PolicyConfig,
     StallWatch,
 )
+from waaah_agent.core.termanswers import is_report
 
 MENU_TIMEOUT = 20.0
 STALL_LOOK = 30.0  # while busy, look at the screen at least this often (stall detection)
@@ -107,6 +108,7 @@ class MachineParts:
         self.loop_halted = False  # ... and the next continue prompt says that was the cause
         self.paused = saved.paused
         self.queued = list(saved.queued)
+        self.budget_spent = ""  # why the token budget is spent ("" while it is not)
         self.resumed_by_user = False  # the continue prompt owed comes from `waaah resume`
         self.send_esc_at = -1e9  # when a wait was last ended with Esc for a queued prompt
         self.stopping: StopReason | None = None
@@ -196,6 +198,9 @@ class MachineParts:
     # -- the user's keys and the Ctrl+C menu ---------------------------------------------
     def _keys(self, data: bytes, now: float) -> None:
         """Forward keys byte for byte, except Ctrl+C (the menu) and keys meant for the menu."""
+        if is_report(data):  # the terminal answering the agent's queries: nobody is typing
+            self._emit(Type(data))
+            return
         self.last_user_input = now
         while data:
             if self.menu_open:

@@ -13,17 +13,37 @@ Policy, by error class (core/failures.py):
 * crash, timeout, auth, invalid_model: never retried on the same CLI; the next CLI in the
   chain gets the prompt (another CLI has its own credentials and models);
 * invalid_input, invalid_session: stop (the same input fails everywhere);
-* no time left in the budget: stop with the last failure.
+* no time left in the budget: stop with the last failure; no time left in this CLI's share
+  (:func:`cli_share`) of it: the next CLI.
+
+The budget is shared, but the first CLI cannot eat it all: each CLI of the chain may use only
+its share of the time still left, so a CLI that hangs leaves its fallbacks their turn.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from waaah_agent.core import failures as F
+from waaah_agent.core.breaker import COUNTED, Breaker, BreakerConfig, BreakerState
 from waaah_agent.core.failures import Failure
-from waaah_agent.core.kinds import StrEnum
+
+__all__ = [
+    "COUNTED",
+    "SHARE_FLOOR",
+    "Breaker",
+    "BreakerConfig",
+    "BreakerState",
+    "RetryConfig",
+    "Step",
+    "backoff",
+    "cli_share",
+    "next_step",
+]
+
+#: No CLI of a chain is given less than this many seconds (unless less is left in the budget).
+SHARE_FLOOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -62,14 +82,19 @@ def next_step(
 ) -> Step:
     """What to do after ``failure`` on a CLI already retried ``retries_so_far`` times.
 
-    ``remaining`` is the time left in the run's budget (seconds); ``now`` is the wall clock
+    ``remaining`` is the time this CLI has left (seconds): its share of the run's budget while
+    other CLIs follow, the whole rest of the budget for the last one; ``now`` is the wall clock
     (epoch seconds) used against a rate limit's reset time."""
     onward = Step("fallback", reason=f"{failure.type}: trying the next CLI") if has_fallback else None
-    if remaining <= 0:
-        return Step("stop", reason="the time budget is spent")
     kind = failure.type
     if kind in (F.INVALID_INPUT, F.INVALID_SESSION, F.INTERRUPTED):
         return Step("stop", reason=f"{kind}: trying again cannot help")
+    if remaining <= 0:
+        return (
+            Step("fallback", reason=f"{kind}: this CLI's share of the time budget is spent")
+            if has_fallback
+            else Step("stop", reason="the time budget is spent")
+        )
     if kind == F.TRANSIENT and retries_so_far < config.transient_retries:
         delay = backoff(retries_so_far + 1, config.base, config.cap, config.jitter, rand)
         if delay < remaining:
@@ -90,69 +115,15 @@ def next_step(
     return onward or Step("stop", reason=f"{kind}: no fallback CLI left")
 
 
-# --------------------------------------------------------------------------------------------
-# Circuit breaker
-# --------------------------------------------------------------------------------------------
+def cli_share(remaining: float, clis_left: int, floor: float = SHARE_FLOOR) -> float:
+    """Seconds the next CLI of a chain may use of the ``remaining`` budget, when ``clis_left``
+    CLIs (it included) may still need time: an equal share of what is left, at least ``floor``,
+    never more than what is left. Its retries and waits come out of the same share; a CLI that
+    answers (or fails) early leaves what it did not use to the ones after it.
 
-# Failures that say "this CLI is not working right now" (not: the caller asked for something wrong).
-COUNTED = (F.TRANSIENT, F.TIMEOUT, F.CRASH, F.RATE_LIMIT, F.AUTH)
-
-
-class BreakerState(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half-open"
-
-
-@dataclass(frozen=True)
-class BreakerConfig:
-    threshold: int = 3  # consecutive failures that open it
-    cooldown: float = 300.0  # seconds open before one trial run is let through
-
-
-@dataclass
-class Breaker:
-    """closed -> (threshold failures in a row) -> open -> (cooldown) -> half-open -> one trial:
-    success closes it, failure opens it again for another cooldown."""
-
-    failures: int = 0
-    opened_at: float | None = None
-    last_error: str = ""
-    config: BreakerConfig = field(default_factory=BreakerConfig)
-
-    def state(self, now: float) -> BreakerState:
-        if self.opened_at is None:
-            return BreakerState.CLOSED
-        return BreakerState.HALF_OPEN if now - self.opened_at >= self.config.cooldown else BreakerState.OPEN
-
-    def allows(self, now: float) -> bool:
-        return self.state(now) is not BreakerState.OPEN
-
-    def retry_at(self) -> float | None:
-        return None if self.opened_at is None else self.opened_at + self.config.cooldown
-
-    def record(self, ok: bool, now: float, failure: Failure | None = None) -> None:
-        if ok:
-            self.failures, self.opened_at, self.last_error = 0, None, ""
-            return
-        if failure is not None and failure.type not in COUNTED:
-            return
-        self.failures += 1
-        self.last_error = f"{failure.type}: {failure.message}" if failure else "failed"
-        if self.opened_at is not None or self.failures >= self.config.threshold:
-            self.opened_at = now  # (re)open: a failed half-open trial starts a new cooldown
-
-    def to_json(self) -> dict[str, Any]:
-        return {"failures": self.failures, "opened_at": self.opened_at, "last_error": self.last_error}
-
-    @classmethod
-    def from_json(cls, data: Any, config: BreakerConfig) -> Breaker:
-        if not isinstance(data, dict):
-            return cls(config=config)
-        opened = data.get("opened_at")
-        return cls(
-            failures=int(data.get("failures") or 0),
-            opened_at=float(opened) if isinstance(opened, (int, float)) else None,
-            last_error=str(data.get("last_error") or ""),
-            config=config,
-        )
+    ``--timeout 600`` over three CLIs: the first may use 200 s; if it fails after 20 s, the
+    second may use 290 s, and the last all that is then left."""
+    if remaining <= 0:
+        return 0.0
+    share = remaining / max(1, clis_left)
+    return min(remaining, max(share, floor))

@@ -1,20 +1,34 @@
-"""The circuit breakers of `waaah run`, shared by every run of the user: ``breakers.json`` in the
-user's state folder (``$XDG_STATE_HOME/waaah-agent``), read-modify-write under a lock."""
+"""The circuit breakers of `waaah run`, shared by every run of the user: one file per CLI,
+``breakers/<cli>.json`` in the user's state folder (``$XDG_STATE_HOME/waaah-agent``), changed
+read-modify-write under that CLI's lock file and replaced atomically.
+
+The file is state we own, so whatever is found there is survived: damaged JSON, a wrong shape, a
+file over the cap, a symlink, a FIFO or a folder in its place is moved aside (one warning) and
+the breaker counts as closed; a lock file that is a symlink is refused (an ``OSError``, which
+`waaah run` reports as a warning next to its answer).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import json
+import os
+import re
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.breaker import Breaker, BreakerConfig, BreakerState, shaped
 from waaah_agent.core.redact import Redactor
-from waaah_agent.core.resilience import Breaker, BreakerConfig, BreakerState
-from waaah_agent.runtime.safe_read import STATE_CAP, read_capped
+from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
+
+#: A breaker's file is a few hundred bytes; anything much bigger is not ours.
+BREAKER_CAP = 64 * 1024
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")
 
 
 def state_dir() -> Path:
@@ -24,70 +38,108 @@ def state_dir() -> Path:
 
 
 class BreakerStore:
-    """``breakers.json`` under the user state dir; read-modify-write under a lock file, replaced
-    atomically. A corrupt file is moved aside and counts as all-closed."""
+    """``breakers/<cli>.json`` under the user state dir, one lock file per CLI."""
 
     def __init__(
         self, folder: Path | None = None, config: BreakerConfig | None = None, redact: Redactor | None = None
     ) -> None:
-        self.folder = folder or state_dir()
+        self.folder = (folder or state_dir()) / "breakers"
         self.redact = redact or Redactor()  # its last errors are shown by `waaah doctor`
-        self.path = self.folder / "breakers.json"
         self.config = config or BreakerConfig()
+        self.path = self.folder  # where they live, for messages
+        self.warnings: list[str] = []
 
-    def load(self) -> dict[str, Breaker]:
-        try:
-            data = json.loads(read_capped(self.path, STATE_CAP, follow=False))
-            if not isinstance(data, dict) or not all(_breaker_shape(e) for e in data.values()):
-                raise ValueError("not an object of breakers")
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                self.path.replace(self.path.with_name(f"breakers.corrupt-{int(time.time())}.json"))
-            return {}
-        return {name: Breaker.from_json(entry, self.config) for name, entry in data.items()}
+    def file(self, agent: str) -> Path:
+        if not _NAME.match(agent):
+            raise ValueError(f"not a CLI name: {agent!r}")
+        return self.folder / f"{agent}.json"
 
     def get(self, agent: str) -> Breaker:
-        return self.load().get(agent) or Breaker(config=self.config)
+        """The breaker as saved (closed when there is none, or what is there is not one)."""
+        path = self.file(agent)
+        try:
+            data = json.loads(read_capped(path, BREAKER_CAP, follow=False))
+            if not shaped(data):
+                raise ValueError("not a breaker")
+        except FileNotFoundError:
+            return Breaker(config=self.config)
+        except (UnsafeFile, ValueError) as bad:  # not ours: a folder that cannot be read is raised
+            self._move_aside(path, bad)
+            return Breaker(config=self.config)
+        return Breaker.from_json(data, self.config)
+
+    def admit(self, agent: str, now: float, lease: float) -> tuple[bool, Breaker]:
+        """May this run use ``agent``? Half-open, exactly one run (the first to ask) gets the
+        probe for ``lease`` seconds; the others are told no until its result is recorded."""
+        breaker = self.get(agent)
+        if breaker.state(now) is not BreakerState.HALF_OPEN:
+            return breaker.allows(now), breaker
+        with self._locked(agent):
+            breaker = self.get(agent)
+            allowed = breaker.admit(now, lease)
+            if allowed:
+                self._save(agent, breaker)
+        return allowed, breaker
 
     def update(self, agent: str, ok: bool, now: float, failure: Any = None) -> Breaker:
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with (self.folder / "breakers.lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            breakers = self.load()
-            breaker = breakers.get(agent) or Breaker(config=self.config)
+        with self._locked(agent):
+            breaker = self.get(agent)
             breaker.record(ok, now, failure)
-            breakers[agent] = breaker
-            text = json.dumps({k: b.to_json() for k, b in breakers.items()}, indent=2)
-            atomic_write(self.path, self.redact(text) + "\n", 0o600)
+            self._save(agent, breaker)
         return breaker
 
+    @contextlib.contextmanager
+    def _locked(self, agent: str) -> Iterator[None]:
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = self.folder / f"{agent}.lock"
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(lock, flags, 0o600)  # a symlink in its place: ELOOP, never followed
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
-def _breaker_shape(entry: Any) -> bool:
-    """A breakers.json entry as ``Breaker.to_json`` writes it."""
-    if not isinstance(entry, dict):
-        return False
-    failures, opened, last = entry.get("failures", 0), entry.get("opened_at"), entry.get("last_error", "")
-    number = (int, float)
-    return (
-        isinstance(failures, int)
-        and not isinstance(failures, bool)
-        and failures >= 0
-        and (opened is None or (isinstance(opened, number) and not isinstance(opened, bool)))
-        and isinstance(last, str)
-    )
+    def _save(self, agent: str, breaker: Breaker) -> None:
+        text = json.dumps(breaker.to_json(), indent=2)
+        atomic_write(self.file(agent), self.redact(text) + "\n", 0o600)
+
+    def _move_aside(self, path: Path, why: Exception) -> None:
+        aside = path.with_name(f"{path.stem}.corrupt-{int(time.time())}.json")
+        with contextlib.suppress(OSError):
+            path.rename(aside)  # a symlink is renamed itself, its target left alone
+        self.warnings.append(
+            f"{path} was not a circuit breaker ({why}); moved to {aside.name}, counted as closed"
+        )
 
 
 def breaker_line(agent: str, breaker: Breaker, now: float) -> str:
     state = breaker.state(now)
     if state is BreakerState.CLOSED:
         return (
-            f"{agent}: closed ({breaker.failures} failure(s) in a row)"
-            if breaker.failures
+            f"{agent}: closed ({breaker.why()})"
+            if breaker.failures or breaker.timeouts
             else f"{agent}: closed"
         )
     until = datetime.fromtimestamp(breaker.retry_at() or now).astimezone().strftime("%H:%M:%S")
+    last = breaker.last_error[:120]
     if state is BreakerState.OPEN:
-        return f"{agent}: OPEN after {breaker.failures} failures in a row, skipped until {until} (last: {breaker.last_error[:120]})"
-    return f"{agent}: half-open (the next run tries it once; last: {breaker.last_error[:120]})"
+        return f"{agent}: OPEN after {breaker.why()}, skipped until {until} (last: {last})"
+    if breaker.probing(now):
+        return f"{agent}: half-open, another run is probing it (last: {last})"
+    return f"{agent}: half-open (the next run tries it once; last: {last})"
+
+
+def state_json(breaker: Breaker, now: float) -> dict[str, Any]:
+    """The breaker for `waaah doctor --json` and `waaah route --json`."""
+    retry = breaker.retry_at()
+    return {
+        "state": str(breaker.state(now)),
+        "failures": breaker.failures,
+        "timeouts": breaker.timeouts,
+        "probing": breaker.probing(now),
+        "retry_at": datetime.fromtimestamp(retry).astimezone().isoformat(timespec="seconds")
+        if retry
+        else None,
+        "last_error": breaker.last_error,
+    }

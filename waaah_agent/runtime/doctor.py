@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,11 +82,10 @@ def check_leftovers(workspace: Path) -> Check:
 
 def check_breaker(name: str) -> Check:
     """The `waaah run` circuit breaker of this CLI (shared by all runs of this user)."""
-    import time
 
     from waaah_agent.core.resilience import BreakerState
 
-    store = breakers.BreakerStore()
+    store = breakers.BreakerStore(config=settings.breaker_config(default_env()))
     breaker = store.get(name)
     now = time.time()
     line = breakers.breaker_line(name, breaker, now)
@@ -95,16 +95,31 @@ def check_breaker(name: str) -> Check:
         f"{name} run breaker",
         "warn",
         line,
-        f"fix the cause (see the last error), or delete {store.path} to close it now",
+        f"fix the cause (see the last error), or delete {store.file(name)} to close it now",
     )
 
 
+#: binary -> (its --version line, milliseconds the call took): asked once per `waaah doctor`.
+_VERSIONS: dict[str, tuple[str, int]] = {}
+
+
 def cli_version(binary: str) -> str:
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"unknown ({err})"
-    return (out.stdout.strip().splitlines() or ["unknown"])[0]
+    return timed_version(binary)[0]
+
+
+def timed_version(binary: str) -> tuple[str, int]:
+    """The CLI's ``--version`` line and how long the call took (no model is called)."""
+    if binary not in _VERSIONS:
+        started = time.monotonic()
+        try:
+            out = subprocess.run(
+                [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+            )
+            version = (out.stdout.strip().splitlines() or ["unknown"])[0]
+        except (OSError, subprocess.TimeoutExpired) as err:
+            version = f"unknown ({err})"
+        _VERSIONS[binary] = (version, int((time.monotonic() - started) * 1000))
+    return _VERSIONS[binary]
 
 
 def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check:

@@ -19,7 +19,7 @@ from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import RestartDecision
 from waaah_agent.core.events import Outcome, StopReason
 from waaah_agent.core.lifecycle import SessionStatus, final_status
-from waaah_agent.errors import AgentFailed, LoginRequired, RestartBudgetExhausted, UsageError
+from waaah_agent.errors import AgentFailed, BudgetReached, LoginRequired, RestartBudgetExhausted, UsageError
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.signals import wait_interruptibly
 from waaah_agent.runtime.store import CorruptSession, SessionDir, SessionState
@@ -155,6 +155,10 @@ def finish(
             f"{adapter.name} refused its command line: {outcome.detail} (started as: {shlex.join(state.argv)}). "
             f"Check the arguments given after `--`; an older {adapter.name} than the one waaah is tested "
             f"with{tested} lacks options waaah passes: update it with {adapter.install_hint}. {kept}"
+        )
+    if outcome.reason is StopReason.BUDGET:
+        raise BudgetReached(
+            f"{adapter.name} reached its token budget ({outcome.detail}) and stopped after the task in hand. {kept}"
         )
     if outcome.reason is StopReason.GAVE_UP:
         how = outcome.status.describe() if outcome.status else "an unknown status"

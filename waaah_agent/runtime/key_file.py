@@ -29,7 +29,9 @@ def folder(env: Mapping[str, str]) -> Path:
 
 
 def path(env: Mapping[str, str]) -> Path:
-    return folder(env) / "api-key"
+    """``WAAAH_API_KEY_FILE`` (the config's ``api_key_file``), else ours in the config folder."""
+    given = env.get("WAAAH_API_KEY_FILE")
+    return Path(given).expanduser() if given else folder(env) / "api-key"
 
 
 def read_server(env: Mapping[str, str]) -> str | None:

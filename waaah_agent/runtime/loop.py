@@ -24,6 +24,7 @@ from enum import Enum
 from waaah_agent.core import events as ev
 from waaah_agent.core.detect import ScreenRules, read
 from waaah_agent.core.machine import Machine
+from waaah_agent.core.termanswers import TerminalAnswers
 from waaah_agent.runtime.background import OWN, Mailbox, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
@@ -57,6 +58,9 @@ class Timer(Enum):
 class LoopConfig:
     rules: ScreenRules
     interactive: bool
+    # The CLI waits for a terminal's answers to its queries: with no terminal attached, the
+    # loop gives them (core/termanswers.py); on a terminal they come from it through the relay.
+    answer_queries: bool = False
 
 
 def local_now() -> datetime:
@@ -93,6 +97,7 @@ class Supervisor:
         self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
         self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.feed = ScreenFeed(*self.size, clock=clock)
+        self.answers = TerminalAnswers(*self.size) if cfg.answer_queries and not cfg.interactive else None
         self.outcome: ev.Outcome | None = None
         self.reap_until: float | None = None  # set once the PTY closed: the child is going
         self._wake_r = -1
@@ -221,6 +226,8 @@ class Supervisor:
             self._write_stdout(data)
             self.overlay.relayed(data)
         self.logs.output(data)
+        if self.answers is not None and (reply := self.answers.feed(data)):
+            self.child.queue(reply)
         now = self.clock()
         self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
         if (update := self.feed.add(data, now)) is not None:  # a repeated redraw wakes nothing

@@ -27,11 +27,12 @@ from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.resilience import Breaker, next_step
+from waaah_agent.core.resilience import cli_share, next_step
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
-from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code, storage_error
-from waaah_agent.runtime import breakers, cli_env, runlog
-from waaah_agent.runtime.headless import Interrupted, InterruptedRun, Outcome, run_cli
+from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
+from waaah_agent.runtime import cli_env, clis, routes, runlog
+from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
+from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
     InvalidPrompt,
     RunOptions,
@@ -106,6 +107,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     warnings: list[str] = []
     try:
         prompt = read_prompt(opts, stdin, warnings)
+        task = prompt  # what --role's task words are looked for in (not the context)
         prompt, context_source = add_context(prompt, opts, workspace, warnings)
     except InvalidPrompt as bad:
         envelope = input_envelope(str(bad), opts.agent or "", opts.model)
@@ -122,8 +124,14 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             f"unknown session id '{opts.session}': no run with that id in {workspace / '.waaah' / 'runs'} "
             "(see: waaah sessions)"
         )
-    primary = settings.run_agent_name(opts.agent, resumed.agent if resumed else None, env)
-    chain = list(dict.fromkeys([primary, *opts.fallback]))
+    routed, fallback, route_note = None, list(opts.fallback), None
+    if opts.role and not opts.agent and resumed is None:  # --agent and --session win over --role
+        routed, chain_rest, route_note = routes.for_run(
+            opts.role, task, env, workspace, opts.breaker_cooldown
+        )
+        fallback = fallback or chain_rest
+    primary = settings.run_agent_name(opts.agent, resumed.agent if resumed else None, env, routed)
+    chain = list(dict.fromkeys([primary, *fallback]))
     for name in chain:
         pick(name)
     parent = settings.parent_id(opts.parent, env)
@@ -154,16 +162,18 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         parent_id=parent or None,
         session=opts.session,
         fallback=chain[1:],
+        route=route_note,
         context=context_source or None,
         timeout_s=opts.timeout,
         cwd=str(workspace),
     )
     run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
-    run.warnings = list(warnings)
+    run.warnings.extend(warnings)
     try:
         try:
             envelope = run.through(chain, prompt)
         except Interrupted:
+            run.breakers.release()
             envelope = run.envelope(F.INTERRUPTED, "interrupted (Ctrl+C): the CLI was stopped", True)
         envelope.update(
             parent_id=parent or None, log_path=str(log_path), duration_ms=_ms(time.monotonic() - started)
@@ -201,7 +211,11 @@ class _Run:
         self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
         self.deadline, self.log_id, self.resume_id = deadline, log_id, resume_id
         self.resuming = bool(resume_id)
-        self.breakers = breakers.BreakerStore(redact=redact)
+        self.warnings: list[str] = []
+        self.breakers = RunBreakers(
+            settings.breaker_config(env, opts.breaker_cooldown), redact, self.warnings
+        )
+        self.cli_deadline = deadline  # the end of the current CLI's share of the budget
         self.attempts: list[Attempt] = []
         self.tried: list[str] = []
         self.tokens = Tokens()
@@ -209,36 +223,22 @@ class _Run:
         self.last_stderr = ""
         self.failure: Failure | None = None
         self.primary = ""
-        self.warnings: list[str] = []
-        self._breaker_failed = False
 
-    def breaker(self, name: str) -> Breaker:
-        try:
-            return self.breakers.get(name)
-        except OSError as err:
-            self.breaker_failed(err)
-            return Breaker(config=self.breakers.config)
-
-    def record_breaker(self, name: str, ok: bool, failure: Failure | None = None) -> None:
-        """The circuit breaker of ``name`` updated; a state folder that cannot be written is a
-        warning (the run's answer matters more than the breaker)."""
-        try:
-            self.breakers.update(name, ok, time.time(), failure)
-        except OSError as err:
-            self.breaker_failed(err)
-
-    def breaker_failed(self, err: OSError) -> None:
-        if not self._breaker_failed:
-            self._breaker_failed = True
-            self.warnings.append(
-                str(storage_error(err, self.breakers.path, "update the circuit breakers in"))
-                + " (or set XDG_STATE_HOME to a writable folder)"
-            )
+    def usable_after(self, chain: list[str]) -> int:
+        """How many of these CLIs could be tried now (installed, breaker letting runs through)."""
+        known, now = adapters.registry(), time.time()
+        return sum(
+            1 for n in chain if clis.find(known[n], self.env) is not None and self.breakers.allows(n, now)
+        )
 
     def through(self, chain: list[str], prompt: str) -> dict[str, Any]:
         self.primary = chain[0]
         for index, name in enumerate(chain):
             has_next = index + 1 < len(chain)
+            left = self.deadline - time.monotonic()
+            share = cli_share(left, 1 + (self.usable_after(chain[index + 1 :]) if has_next else 0))
+            self.cli_deadline = time.monotonic() + share
+            self.log.write("share", agent=name, seconds=round(share, 1), budget_left=round(left, 1))
             done = self.on_cli(name, prompt, first_cli=index == 0, has_next=has_next)
             if done is not None:
                 return done
@@ -251,19 +251,18 @@ class _Run:
 
     def on_cli(self, name: str, prompt: str, first_cli: bool, has_next: bool) -> dict[str, Any] | None:
         adapter, headless = pick(name)
-        now = time.time()
-        breaker = self.breaker(name)
-        if not breaker.allows(now):
-            message = breakers.breaker_line(name, breaker, now)
-            self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
-            self.log.write("attempt_skipped", agent=name, reason=message)
-            self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
-            return None
         try:
             binary = find_binary(adapter, self.env)
         except CliNotFound as missing:
             self.failure = Failure(F.CRASH, str(missing), False, None)
             self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
+            return None
+        lease = self.cli_deadline - time.monotonic() + KILL_GRACE + 5  # a probe ends with its share
+        allowed, message = self.breakers.admit(name, time.time(), lease)
+        if not allowed:
+            self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
+            self.log.write("attempt_skipped", agent=name, reason=message)
+            self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
             return None
         self.tried.append(name)
         retries, waited = 0, 0.0
@@ -280,6 +279,7 @@ class _Run:
                     else f"cannot start {binary}: {cannot.strerror or cannot}"
                 )
                 self.failure = Failure(F.CRASH, message, False, None)
+                self.breakers.release()  # a probe it held says nothing of the CLI
                 self.attempts.append(Attempt(name, session_id, F.CRASH, error=message))
                 self.log.write(
                     "attempt_end", n=len(self.attempts), agent=name, outcome=F.CRASH, error=message
@@ -309,7 +309,7 @@ class _Run:
                 stderr_tail=outcome.stderr[-2000:] if failure else "",
             )
             if failure is None:
-                self.record_breaker(name, True)
+                self.breakers.record(name, True, time.time())
                 self.failure = None
                 return self.envelope(None, "", False)
             self.failure = Failure(
@@ -322,7 +322,7 @@ class _Run:
             step = next_step(
                 failure,
                 retries,
-                self.deadline - time.monotonic(),
+                self.cli_deadline - time.monotonic(),
                 has_next,
                 time.time(),
                 random.random(),
@@ -333,7 +333,7 @@ class _Run:
             )
             if step.action != "retry":
                 # One breaker failure per run that gave up on this CLI (not per attempt).
-                self.record_breaker(name, False, failure)
+                self.breakers.record(name, False, time.time(), failure)
                 return None
             retries += 1
             waited = step.delay
@@ -382,7 +382,7 @@ class _Run:
                 None if in_argv else data,
                 env,
                 self.workspace,
-                self.deadline,
+                self.cli_deadline,
                 headless.parser(),
                 lambda line: self.log.event(n, adapter.name, line),
             )

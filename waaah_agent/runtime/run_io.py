@@ -41,6 +41,8 @@ class RunOptions:
     workspace: Path | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
     pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
+    role: str | None = None  # --role: the CLI and fallbacks come from the routing table
+    breaker_cooldown: float | None = None  # --breaker-cooldown (else the variable, else 60 s)
 
 
 class InvalidPrompt(UsageError):

@@ -1,6 +1,6 @@
 """Reading a file that anyone may have replaced: never block, never read without a cap.
 
-Every file waaah reads (session.json, run logs, breakers.json, workflows, context files) may
+Every file waaah reads (session.json, run logs, breakers, workflows, context files) may
 be huge, endless, a FIFO, a device, a directory or a symlink. :func:`read_capped` opens it
 without blocking (``O_NONBLOCK``; ``O_NOFOLLOW`` where a symlink is not expected), checks
 that it is a regular file (``fstat``), refuses one over the cap (or keeps its head), and reads
@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-#: session.json, breakers.json: a few KB normally.
+#: session.json, a breaker's file: a few KB normally.
 STATE_CAP = 1024 * 1024
 #: A workflow file (typed into the agent).
 WORKFLOW_CAP = 1024 * 1024

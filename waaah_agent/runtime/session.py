@@ -21,8 +21,9 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.alerts import Where
 from waaah_agent.core.backoff import Restarts
-from waaah_agent.core.events import Outcome, StopReason
+from waaah_agent.core.events import Outcome, StopReason, TokensCounted
 from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -39,9 +40,17 @@ from waaah_agent.errors import (
     UsageError,
 )
 from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, report
+from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
-from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
+from waaah_agent.runtime.ending import (
+    Console,
+    announce_and_wait,
+    finish,
+    headless_line,
+    resume_command,
+    tokens_line,
+)
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
@@ -70,16 +79,19 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
-from waaah_agent.runtime.transcripts import holds_prompt, own_session_id
+from waaah_agent.runtime.transcripts import holds_prompt
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
     adapter = pick_adapter(opts.start)
+    check_urls(opts.notify)
     workspace = resolve_workspace(opts.workspace or Path.cwd(), console)
     waaah_dir = workspace / ".waaah"
     store = SessionStore(waaah_dir / "sessions")
+    if opts.resume_or_start and not opts.resume and store.newest(adapter.name) is not None:
+        opts = replace(opts, resume=True)
     if opts.resume:
         opts = kept_options(
             replace(opts, resume_id=session_to_resume(store, opts, adapter, workspace)), store, console
@@ -104,15 +116,17 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
             make_folder(waaah_dir / "logs", "create the log folder")
             # Until the supervisor's own signal handling takes over, a stop signal unwinds (so
             # what was given to the CLI for this run is carried back and removed), never kills.
+            plan: McpPlan | None = None
             with stop_signals_unwind():
-                plan = setup_mcp(opts, adapter, child_env, session, state, console)
                 try:
+                    plan = setup_mcp(opts, adapter, child_env, session, state, console)
                     return supervise(
                         opts, adapter, binary, child_env, workflow, session, state, resumed, console, plan
                     )
                 finally:
-                    if not plan.settled:
-                        carry_back(adapter, child_env, session, plan, final=True)
+                    if adapter.mcp is not None and not opts.no_mcp and (plan is None or not plan.settled):
+                        with contextlib.suppress(OSError, UsageError):
+                            adapter.mcp.finish(child_env, session.path)
         except PermissionError as err:
             if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
                 raise CliNotFound(not_executable_message(binary, err)) from None
@@ -133,6 +147,7 @@ KEPT = (
     "no_mcp",
     "server",
     "extra_args",
+    "max_tokens",
 )
 
 
@@ -219,6 +234,7 @@ def supervise(
     state.server_down = (plan.health or "unreachable") if down else ""
     state.server_down_since = now_iso() if down else ""
     keep_record(session, state, console)
+    notifier = start_alerts(opts, adapter, state, session)
     restarts = Restarts(opts.backoff)
     run = Run(
         opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox, watch
@@ -266,7 +282,25 @@ def supervise(
         logs.close()
     state.ended = now_iso()
     state.end_reason = f"{outcome.reason.value}: {outcome.detail}" if outcome.detail else outcome.reason.value
-    return finish(outcome, adapter, state, session, console)
+    try:
+        return finish(outcome, adapter, state, session, console)
+    finally:
+        if notifier is not None:
+            notifier.close()
+
+
+def start_alerts(
+    opts: AgentOptions, adapter: Adapter, state: SessionState, session: SessionDir
+) -> Notifier | None:
+    """Alerts of this session to the --notify URLs (runtime/alerts.py); their tokens masked."""
+    if not opts.notify:
+        return None
+    for url in opts.notify:
+        session.redact.add(url)
+    where = Where(adapter.name, state.id, state.workspace, resume_command(state))
+    notifier = Notifier(opts.notify, where)
+    session.observers.append(notifier.observe)
+    return notifier
 
 
 @contextlib.contextmanager
@@ -362,6 +396,9 @@ class Run:
     mailbox: Mailbox
     inbox: Inbox
     watch: ServerWatch | None = None
+    tokens_due: float = 0.0  # monotonic time of the next read of the transcript (--max-tokens)
+    learning: bool = False  # the CLI's own session id is still to be found (own_session)
+    started: float = 0.0  # when this run's CLI was started (epoch seconds)
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -370,13 +407,17 @@ class Run:
 
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
-        self.learn_session()
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         argv = adapter.argv(self.binary, state.native_session_id, native, extra)
         first = self.first_prompt(native)
-        child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
+        # A CLI that picks its own session id tells it only once it began one: looked for.
+        self.learning = adapter.own_session is not None and not native
+        self.started = time.time()
+        # PWD as a shell sets it: a CLI may take its project folder from it (opencode does).
+        env = {**self.env, "PWD": str(workspace)}
+        child = AgentProcess.spawn(argv, cwd=str(workspace), env=env, size=self.size)
         tracker = reaper.Tracker(child.pid)
         tracker.look()
         state.processes = tracker.records
@@ -421,7 +462,7 @@ class Run:
             time.monotonic(),
         )
         sup = Supervisor(
-            LoopConfig(rules=adapter.rules, interactive=self.console.interactive),
+            LoopConfig(adapter.rules, self.console.interactive, adapter.answers_queries),
             machine,
             child,
             self.session,
@@ -433,7 +474,7 @@ class Run:
             notify=self.console.say if self.console.interactive else lambda text: None,
             mailbox=self.mailbox,
             inbox=self.inbox,
-            tend=lambda: self.tend(tracker),
+            tend=lambda: self.tend(tracker, sup),
         )
         try:
             return sup.run()
@@ -442,26 +483,45 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.end_descendants(child)
+            self.learn_session()
             self.update_tokens()
 
-    def learn_session(self) -> None:
-        """For a CLI that picks its own session id: the one it began is the one to resume."""
-        found = own_session_id(
-            self.adapter, self.env, self.state.workspace, self.state.native_session_id, self.state.created
-        )
-        if found:
-            self.state.native_session_id = found
-            self.session.save(self.state)
-            self.session.event("native-session", native_session_id=found)
-
-    def tend(self, tracker: reaper.Tracker) -> float:
-        """The slow timer: what the agent started is recorded (saved only when it changed), and
-        the CLI's own session id learned."""
-        self.learn_session()
+    def tend(self, tracker: reaper.Tracker, sup: Supervisor) -> float:
+        """The slow timer: what the agent started is recorded (saved only when it changed); the
+        CLI's own session id is looked for until known; with --max-tokens, the transcript's
+        totals are read again and told to the machine."""
         if tracker.look():
             self.state.processes = tracker.records
             self.session.save(self.state)
-        return tracker.next_delay()
+        delay = tracker.next_delay()
+        if self.learn_session():
+            delay = min(delay, 2.0)  # until the CLI's own session id is known: often
+        limit = self.opts.max_tokens
+        if limit is None:
+            return delay
+        now = time.monotonic()
+        if now >= self.tokens_due:
+            self.tokens_due = now + self.opts.tokens_every
+            before = dict(self.state.tokens)
+            self.update_tokens(quiet=True)
+            if self.state.tokens != before:
+                self.session.event("tokens", **self.state.tokens)
+            used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
+            sup.tell(TokensCounted(used, limit))
+        return min(delay, max(0.5, self.tokens_due - now))
+
+    def learn_session(self) -> bool:
+        """Keep the id of the session a CLI that picks its own began (True: not found yet)."""
+        if not self.learning or self.adapter.own_session is None:
+            return False
+        found = self.adapter.own_session(self.env, Path(self.state.workspace), self.started)
+        if found is None:
+            return True
+        self.learning = False
+        self.state.native_session_id = found
+        self.session.save(self.state)
+        self.session.event("native-session", session_id=found)
+        return False
 
     def end_descendants(self, child: AgentProcess) -> None:
         """Whatever the agent left running (nohup, setsid, a double fork: re-parented to us) ends
@@ -497,11 +557,10 @@ class Run:
             self.session.save(state)
         return first
 
-    def update_tokens(self) -> None:
+    def update_tokens(self, quiet: bool = False) -> None:
         """Token totals from the CLI's own transcript (never from the screen), kept per
         transcript file and summed, so a resume or a restart adds to the night's totals."""
         counter = self.adapter.tokens() if self.adapter.tokens is not None else None
-        self.learn_session()
         path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
         if counter is None or path is None:
             return
@@ -513,6 +572,8 @@ class Run:
             return
         tally_tokens(self.state, str(path), usage)
         self.session.save(self.state)
+        if quiet:
+            return
         self.session.event("tokens", source=str(path), **self.state.tokens)
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
 

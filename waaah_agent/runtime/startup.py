@@ -49,6 +49,7 @@ class AgentOptions:
     workflow: str = settings.DEFAULT_WORKFLOW
     resume: bool = False
     resume_id: str = ""  # the session --resume names ("" for the newest)
+    resume_or_start: bool = False  # --resume if this agent has a session here, else a new one
     # The options given on the command line (parameter names): on --resume they win over the
     # ones the session was started with; the others are taken from session.json.
     given: frozenset[str] = frozenset()
@@ -65,6 +66,9 @@ class AgentOptions:
     server_check_every: float = settings.SERVER_CHECK_EVERY
     record_budget: int = settings.RECORD_BUDGET * 1024 * 1024  # bytes for the session's logs
     log_roll: int = settings.AgentEnv.log_roll  # bytes at which a log file rolls over
+    notify: tuple[str, ...] = ()  # apprise URLs for alerts (secrets: never saved)
+    max_tokens: int | None = None  # stop after the task in hand once the session used this many
+    tokens_every: float = settings.TOKENS_CHECK_EVERY  # seconds between reads of the transcript
 
 
 def make_folder(path: Path, doing: str) -> None:
@@ -128,6 +132,7 @@ def options_record(opts: AgentOptions, workflow: Workflow, redact: Redactor) -> 
         "no_mcp": opts.no_mcp,
         "server": opts.server,
         "extra_args": [] if secret else list(opts.extra_args),
+        "max_tokens": opts.max_tokens,
     }
     if secret:
         record["extra_args_withheld"] = True
@@ -173,6 +178,8 @@ def kept_options(opts: AgentOptions, store: SessionStore, console: Console) -> A
                 "warning: the CLI arguments after -- of this session held a secret and were not kept; "
                 "give them again after --"
             )
+    if take("max_tokens", int) and kept["max_tokens"] > 0:
+        changes["max_tokens"] = kept["max_tokens"]
     if take("restart_budget", int) and kept["restart_budget"] >= 0:
         changes["backoff"] = replace(opts.backoff, budget=kept["restart_budget"])
     wants_policy = bool({"heartbeat", "stall_timeout"} & given)

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from waaah_agent.adapters.base import Adapter
 
 TRANSCRIPT_CAP = 32 * 1024 * 1024  # the workflow is the first prompt: it is near the start
 MARKER_LINES = 3
@@ -47,21 +41,3 @@ def holds_prompt(path: Path, prompt: str) -> bool | None:
     finally:
         os.close(fd)
     return all(marker in head for marker in wanted)
-
-
-def own_session_id(
-    adapter: Adapter, env: Mapping[str, str], workspace: str, held: str, created: str
-) -> str | None:
-    """For a CLI that picks its own session id (``Adapter.own_session``): the id of the session it
-    began in ``workspace`` since the waaah session was ``created`` (ISO time), once a file of its
-    own names it. None when the id ``held`` already names its transcript (known ids are not looked
-    for again), or when there is none yet."""
-    find = adapter.own_session
-    if find is None or adapter.transcript(env, Path(workspace), held) is not None:
-        return None
-    try:
-        since = datetime.fromisoformat(created).timestamp()
-    except ValueError:
-        return None
-    found = find(env, Path(workspace), since)
-    return found if found and found != held else None

@@ -1,0 +1,72 @@
+"""The config file under real commands: its keys are the defaults of flags and variables,
+`waaah config` says where each setting comes from, and a bad file is one line, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.runtime.helpers import WAAAH, retry_until, session_dirs, sim_env, state
+
+
+def config_at(home: Path, text: str) -> Path:
+    path = home / ".config" / "waaah-agent" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def run(ws: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [WAAAH, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def test_the_config_sets_defaults_and_a_flag_or_variable_wins(workspace, fake_home):
+    config_at(fake_home, "heartbeat = 300\nstall_timeout = 1200\nmax_tokens = 99999\n")
+    env = sim_env(fake_home, WAAAH_STALL_TIMEOUT="600")
+    shown = json.loads(run(workspace, env, "config", "--json").stdout)
+    rows = {r["key"]: r for r in shown["settings"]}
+    assert (
+        shown["exists"]
+        and rows["heartbeat"]["from"] == "config file"
+        and rows["heartbeat"]["value"] == "300.0"
+    )
+    assert rows["stall_timeout"]["from"] == "environment" and rows["stall_timeout"]["value"] == "600"
+    assert rows["server"]["from"] == "default"
+    proc = subprocess.Popen(
+        [WAAAH, "agent", "--start=simulated", "--no-mcp", "--heartbeat", "200"],
+        cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        retry_until(
+            lambda: session_dirs(workspace) and state(workspace).get("options", {}).get("max_tokens"), 20
+        )
+        options = state(workspace)["options"]
+        assert (options["heartbeat"], options["stall_timeout"], options["max_tokens"]) == (
+            200.0,
+            600.0,
+            99999,
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2_for_every_command(workspace, fake_home):
+    path = config_at(fake_home, 'notify = "ntfy://x"\n')
+    env = sim_env(fake_home)
+    for args in (["status"], ["config"], ["agent", "--start=simulated"]):
+        done = run(workspace, env, *args)
+        assert done.returncode == 2 and str(path) in done.stderr and "notify" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    path.unlink()
+    os.mkfifo(path)  # a FIFO in its place: refused at once, never read
+    done = run(workspace, env, "config")
+    assert done.returncode == 2 and "FIFO" in done.stderr
+    path.unlink()
+    path.mkdir()
+    done = run(workspace, env, "config")
+    assert done.returncode == 2 and "directory" in done.stderr

@@ -1,0 +1,67 @@
+"""The config file, read safely and laid under the environment (core/config.py says what it holds).
+
+``$WAAAH_CONFIG``, else ``$XDG_CONFIG_HOME/waaah-agent/config.toml`` (default
+``~/.config/waaah-agent/config.toml``). Missing: nothing is set. Anything else that is not a
+regular UTF-8 file of at most 1 MB holding the known keys with values of their kind stops the
+command with one line naming the file, the key and an example (exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from pathlib import Path
+
+from waaah_agent.core.config import KEYS, ConfigProblem, parse
+from waaah_agent.errors import UsageError
+from waaah_agent.runtime import key_file
+from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
+
+CONFIG_VAR = "WAAAH_CONFIG"
+CAP = 1024 * 1024
+#: The variables the config file set in this process (what `waaah config` calls "config file").
+FROM_CONFIG: dict[str, str] = {}
+
+
+def path(env: MutableMapping[str, str]) -> Path:
+    given = env.get(CONFIG_VAR)
+    return Path(given).expanduser() if given else key_file.folder(env) / "config.toml"
+
+
+def read(env: MutableMapping[str, str]) -> dict[str, str]:
+    where = path(env)
+    try:
+        raw = read_capped(where, CAP)
+    except FileNotFoundError:
+        return {}
+    except UnsafeFile as err:
+        raise UsageError(f"the config file {where} {err.reason}; fix or move it") from None
+    except OSError as err:
+        raise UsageError(f"cannot read the config file {where} ({err.strerror}); fix or move it") from None
+    try:
+        return parse(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"the config file {where} is not UTF-8 text (byte {err.start}); fix or move it"
+        ) from None
+    except ConfigProblem as err:
+        raise UsageError(f"the config file {where}: {err}") from None
+
+
+def apply(env: MutableMapping[str, str]) -> None:
+    """Set each variable of the config that the environment does not set already."""
+    for variable, value in read(env).items():
+        if variable not in env:
+            env[variable] = value
+            FROM_CONFIG[variable] = value
+
+
+def shown(env: MutableMapping[str, str]) -> list[dict[str, str]]:
+    """Each key: its value now and where it came from (the environment, the config file, the default)."""
+    rows = []
+    for name, key in KEYS.items():
+        value = env.get(key.variable, "")
+        source = "config file" if key.variable in FROM_CONFIG else ("environment" if value else "default")
+        if name == "notify" and value:
+            value = " ".join(url.split("://", 1)[0] + "://..." for url in value.split())  # tokens stay out
+        rows.append({"key": name, "variable": key.variable, "value": value, "from": source})
+    return rows

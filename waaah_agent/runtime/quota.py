@@ -1,0 +1,79 @@
+"""The quota state of each CLI (`waaah quota`, `waaah doctor --json`): the last usage limit a
+`waaah run` met (``quota/<cli>.json`` in the user's state folder, written when a run is rate
+limited) or a supervised session of the workspace recorded (its ``limit`` events and the limit
+its ``session.json`` is waiting out). No model is called."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from waaah_agent.core import quota as Q
+from waaah_agent.runtime.breakers import state_dir
+from waaah_agent.runtime.report import last_events
+from waaah_agent.runtime.safe_read import read_capped
+from waaah_agent.runtime.store import SessionStore, atomic_write, event_time
+
+QUOTA_CAP = 16 * 1024
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")
+
+
+def folder() -> Path:
+    return state_dir() / "quota"
+
+
+def record(agent: str, reset_at: datetime | None, seen_at: datetime, source: str) -> None:
+    """Note that ``agent`` hit a usage limit (an ``OSError`` when the state folder cannot hold it)."""
+    if not _NAME.match(agent):
+        return
+    where = folder()
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = {
+        "seen_at": seen_at.isoformat(timespec="seconds"),
+        "reset_at": reset_at.isoformat(timespec="seconds") if reset_at else None,
+        "source": source,
+    }
+    atomic_write(where / f"{agent}.json", json.dumps(data) + "\n", 0o600)
+
+
+def from_runs(agent: str) -> Q.LimitSeen | None:
+    """What `waaah run` last noted for ``agent``; whatever else is in the file counts as nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(read_capped(folder() / f"{agent}.json", QUOTA_CAP, follow=False))
+        if isinstance(data, dict):
+            seen, reset = event_time(data.get("seen_at")), data.get("reset_at")
+            reset_at = event_time(reset) if reset is not None else None
+            if seen is not None and (reset is None or reset_at is not None):
+                return Q.LimitSeen(agent, seen, reset_at, str(data.get("source") or "waaah run")[:80])
+    return None
+
+
+def from_sessions(workspace: Path) -> list[Q.LimitSeen]:
+    """The usage limits the supervised sessions of ``workspace`` recorded (the tail of each
+    session's events, and the limit a session is waiting out)."""
+    found: list[Q.LimitSeen] = []
+    store = SessionStore(workspace / ".waaah" / "sessions")
+    for state in store.all_states():
+        source = f"session {state.id}"
+        for event in last_events(store.root / state.id / "events.jsonl"):
+            seen = event_time(event.get("ts"))
+            if event.get("event") == "limit" and seen is not None:
+                found.append(Q.LimitSeen(state.agent, seen, event_time(event.get("until")), source))
+        waiting = event_time(state.limit_until) if state.limit_until else None
+        if waiting is not None and not any(f.source == source for f in found):
+            found.append(Q.LimitSeen(state.agent, waiting, waiting, source))
+    return found
+
+
+def states(agents: list[str], workspace: Path, now: datetime) -> dict[str, dict[str, Any]]:
+    """Per CLI (``agents`` and those of the workspace's sessions): the newest limit known and
+    whether it still holds."""
+    seen = [s for s in (from_runs(a) for a in agents) if s is not None]
+    sessions = from_sessions(workspace)
+    newest = Q.latest([*seen, *sessions])
+    names = dict.fromkeys([*agents, *(s.agent for s in sessions)])  # the demo agent's sessions too
+    return {agent: Q.state(newest.get(agent), now) for agent in names}
