@@ -138,7 +138,7 @@ def test_help_lists_the_choices_ranges_and_variables() -> None:
     agent = subprocess.run([WAAAH, "agent", "-h"], capture_output=True, text=True, timeout=30).stdout
     flat = " ".join(agent.split())
     for shown in (
-        "--start [claude|gemini|opencode|simulated]",
+        "--start [claude|codex|gemini|opencode|simulated]",
         "--heartbeat SECONDS>0",
         "--stall-timeout SECONDS>0",
         "--restart-budget N>=0",
