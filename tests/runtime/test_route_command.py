@@ -37,7 +37,7 @@ def test_nothing_installed_means_no_recommendation(workspace: Path, env: dict[st
     assert found["unavailable"] == {
         "gemini": "not installed; no credentials",
         "claude": "not installed; no credentials",
-        "codex": "not installed",  # its credentials live in its own configuration: not checked
+        "codex": "not installed; no credentials",  # no OPENAI_API_KEY, no auth.json, the OpenAI provider
         "opencode": "not installed",
     }
     text = route(workspace, env, "--role", "reviewer").stdout
