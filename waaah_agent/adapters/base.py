@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from waaah_agent.core.detect import ScreenRules
 from waaah_agent.core.streams import StreamParser
 from waaah_agent.core.tokens import UsageCounter
+from waaah_agent.core.versions import ReleaseSupport
 
 if TYPE_CHECKING:
     from waaah_agent.runtime.mcp_setup import McpGiver, PerRunHooks
@@ -115,7 +116,18 @@ class Adapter:
     headless: Headless | None = None
     # False for CLIs that `waaah agent` cannot supervise yet (no recorded screen rules).
     interactive: bool = True
+    # Its releases: the pinned one, the oldest supported, the options waaah needs (core/versions.py);
+    # None: not asked (the simulated agent, the headless-only CLIs).
+    releases: ReleaseSupport | None = None
+    # The session id a release that takes none of ours picked (``releases.own_id_option`` missing
+    # from its help): read back from its session files written since ``since`` (a time.time()).
+    learn_session_id: Callable[[Mapping[str, str], Path, float], str | None] = field(
+        default=lambda env, ws, since: None
+    )
 
-    def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:
-        args = self.resume_args(session_id) if resume else self.fresh_args(session_id)
-        return [binary, *args, *extra]
+    def argv(
+        self, binary: str, session_id: str, resume: bool, extra: Sequence[str], own_ids: bool = True
+    ) -> list[str]:
+        """The command line; a fresh start of a release that takes no id of ours gets none."""
+        fresh = self.fresh_args(session_id) if own_ids else []
+        return [binary, *(self.resume_args(session_id) if resume else fresh), *extra]

@@ -38,7 +38,7 @@ from waaah_agent.errors import (
     LoginRequired,
     UsageError,
 )
-from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, report
+from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, releases, report
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.ending import Console, announce_and_wait, finish, headless_line, tokens_line
@@ -87,6 +87,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         refuse_other_workspace(store, opts.resume_id, workspace)
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
+    release = releases.checked_release(adapter, binary, env)  # too old: one line, nothing started
     child_env = agent_env(adapter, env)
     if adapter.needs_login(child_env) and not console.interactive:
         # On a terminal the CLI's own login screen is the user's to answer (waaah waits).
@@ -97,6 +98,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
         session.redact.add(opts.api_key)
         state.options = options_record(opts, workflow, session.redact)
+        state.cli_release = release
         claim.note(state.id)
         # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
         child_env[settings.PARENT_ID] = state.id
@@ -362,6 +364,8 @@ class Run:
     mailbox: Mailbox
     inbox: Inbox
     watch: ServerWatch | None = None
+    since: float = 0.0  # time.time() of the latest start (the CLI's session files are newer)
+    learned: bool = False  # the CLI's own session id was read back in this run
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -373,8 +377,10 @@ class Run:
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
-        argv = adapter.argv(self.binary, state.native_session_id, native, extra)
+        own = releases.own_ids(state.cli_release)
+        argv = adapter.argv(self.binary, state.native_session_id, native, extra, own_ids=own)
         first = self.first_prompt(native)
+        self.since, self.learned = time.time(), False
         child = AgentProcess.spawn(argv, cwd=str(workspace), env=self.env, size=self.size)
         tracker = reaper.Tracker(child.pid)
         tracker.look()
@@ -391,6 +397,7 @@ class Run:
             pid=child.pid,
             resumed=resumed,
             native_resume=native,
+            release=state.cli_release.get("version", ""),
             session=state.id,
             log=str(self.logs.text_path),
         )
@@ -435,10 +442,25 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.end_descendants(child)
+            self.learn_session_id()
             self.update_tokens()
+
+    def learn_session_id(self) -> None:
+        """A release that takes no session id of ours picked its own: read it back from its
+        session file, so a restart or --resume goes on in that conversation."""
+        state = self.state
+        if self.learned or releases.own_ids(state.cli_release):
+            return
+        found = self.adapter.learn_session_id(self.env, Path(state.workspace), self.since)
+        self.learned = found is not None
+        if found and found != state.native_session_id:
+            state.native_session_id = found
+            self.session.save(state)
+            self.session.event("native-session-id", id=found, how="read back from the CLI's session file")
 
     def tend(self, tracker: reaper.Tracker) -> float:
         """The slow timer: what the agent started is recorded (saved only when it changed)."""
+        self.learn_session_id()  # early, should the supervisor be killed
         if tracker.look():
             self.state.processes = tracker.records
             self.session.save(self.state)
