@@ -19,7 +19,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.doubles.cli_homes import claude_env, gemini_env
+from tests.doubles.cli_homes import CLI_BIN_DIR, claude_env, gemini_env
 from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
@@ -48,14 +48,19 @@ def loop_script() -> list[Rule]:
 
 
 def cli_env(
-    cli: str, home: Path, ws: Path, model_url: str, api_key: str | None = "default"
+    cli: str,
+    home: Path,
+    ws: Path,
+    model_url: str,
+    api_key: str | None = "default",
+    bin_dir: Path = CLI_BIN_DIR,
 ) -> dict[str, str]:
     kwargs: dict[str, Any] = {} if api_key == "default" else {"api_key": api_key}
     if cli == "gemini":
         env = gemini_env(home, model_url, **kwargs)
     else:
         env = claude_env(home, model_url, ws, **kwargs)
-    return with_cli_path(env)
+    return with_cli_path(env, bin_dir)
 
 
 def spawn(ws: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
@@ -102,9 +107,15 @@ def inbox_lines(ws: Path) -> list[dict[str, Any]]:
 
 
 def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
+    workflow_loop_exit_and_continue(cli, tmp_path, CLI_BIN_DIR)
+
+
+def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path, tokens: bool = True) -> None:
+    """The workflow is delivered once; the turn ends outside wait_for_prompt: one continue prompt.
+    ``tokens``: the release's transcript is one whose token counts waaah reads."""
     ws = workspace_for(tmp_path)
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
-        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        env = cli_env(cli, tmp_path / "home", ws, model.url, bin_dir=bin_dir)
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
         shown = Collector()
         child.logfile_read = shown
@@ -148,10 +159,15 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
         assert [e["kind"] for e in pasted] == ["workflow", "continue"]
         assert save_and_exit(child) == 0
         assert state(ws)["status"] == "stopped"
+        if not tokens:
+            return
         # Tokens come from the CLI's own transcript: the fake model's fixed numbers per reply.
-        tokens = state(ws)["tokens"]
+        tokens_seen = state(ws)["tokens"]
         replies = len(model.main_requests())
-        assert tokens["output"] == 34 * replies and tokens["input"] >= 1200 * replies, (tokens, replies)
+        assert tokens_seen["output"] == 34 * replies and tokens_seen["input"] >= 1200 * replies, (
+            tokens_seen,
+            replies,
+        )
         assert "Tokens this session: input" in child.before.decode()
 
 
@@ -193,9 +209,14 @@ def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
 
 
 def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
+    killed_cli_resumes_natively(cli, tmp_path, CLI_BIN_DIR)
+
+
+def killed_cli_resumes_natively(cli: str, tmp_path: Path, bin_dir: Path, tokens: bool = True) -> None:
+    """SIGKILL of the CLI: a restart with its native resume goes on in the same conversation."""
     ws = workspace_for(tmp_path)
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
-        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        env = cli_env(cli, tmp_path / "home", ws, model.url, bin_dir=bin_dir)
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
         shown = Collector()
         child.logfile_read = shown
@@ -206,7 +227,11 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
         os.kill(first["agent_pid"], signal.SIGKILL)
         pump_until(child, lambda: (st := state(ws))["restarts"] == 1 and st["status"] == "running", 30)
         again = state(ws)
-        assert resumed_with(again["argv"]) == first["native_session_id"]
+        # A release that takes no session id of ours (gemini 0.34.0): the id it picked, read back.
+        learned = [e["id"] for e in events(ws) if e["event"] == "native-session-id"]
+        if first["cli_release"].get("own_session_ids") is False:
+            assert learned, events(ws)
+        assert resumed_with(again["argv"]) == (learned[-1] if learned else first["native_session_id"])
         assert again["agent_pid"] != first["agent_pid"]
         restart = [e for e in events(ws) if e["event"] == "restart"]
         assert "SIGKILL" in restart[0]["after"]
@@ -219,7 +244,8 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
         assert "LOOP-TURN-DONE" in history, "the request after the restart carries the earlier conversation"
         assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
-        assert_tokens_of_every_reply(ws, model)
+        if tokens:
+            assert_tokens_of_every_reply(ws, model)
 
 
 def test_a_freeze_right_after_a_wait_is_a_stall_then_a_native_resume(cli, tmp_path):
