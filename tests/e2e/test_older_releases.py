@@ -4,6 +4,7 @@ tests/fixtures/releases (scripts/record_releases.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -73,3 +74,34 @@ def test_a_release_too_old_to_drive_stops_at_once_with_one_line(cli, version, tm
     assert model.main_requests() == []  # the CLI never started: nothing asked, nothing restarted
     assert not (ws / ".waaah" / "sessions").exists()
     assert took < 60, took
+
+
+@pytest.mark.parametrize(
+    ("version", "status", "standing"),
+    [
+        ("0.51.0", "ok", "older, supported"),
+        ("0.34.0", "ok", "older, supported"),
+        ("0.13.0", "fail", "too old"),
+    ],
+)
+def test_doctor_says_where_the_installed_release_stands(version, status, standing, tmp_path):
+    ws = workspace_for(tmp_path)
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "PATH": f"{old_cli_bin_dir('gemini', version)}:/usr/local/bin:/usr/bin:/bin",
+        "GEMINI_API_KEY": "k",
+    }
+    done = subprocess.run(
+        [WAAAH, "doctor", "--json", "--agent", "gemini"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    check = next(c for c in json.loads(done.stdout) if c["name"] == "gemini CLI")
+    assert (check["status"], check["version"], check["standing"]) == (status, version, standing), check
+    assert "the oldest supported is 0.34.0" in check["detail"]
+    if status == "fail":
+        assert check["fix"] == "update it: npm install -g @google/gemini-cli@latest"
+        assert done.returncode == 1

@@ -33,7 +33,7 @@ _OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 class Standing(StrEnum):
     """Where an installed version stands against the releases waaah is tested with."""
 
-    TESTED = "tested"  # the pinned release the screens were recorded from
+    TESTED = "pinned"  # the pinned release the screens were recorded from, tested
     OLDER_SUPPORTED = "older, supported"
     TOO_OLD = "too old"
     NEWER = "newer than tested"
