@@ -110,9 +110,8 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
     workflow_loop_exit_and_continue(cli, tmp_path, CLI_BIN_DIR)
 
 
-def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path, tokens: bool = True) -> None:
-    """The workflow is delivered once; the turn ends outside wait_for_prompt: one continue prompt.
-    ``tokens``: the release's transcript is one whose token counts waaah reads."""
+def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path) -> None:
+    """The workflow is delivered once; the turn ends outside wait_for_prompt: one continue prompt."""
     ws = workspace_for(tmp_path)
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
         env = cli_env(cli, tmp_path / "home", ws, model.url, bin_dir=bin_dir)
@@ -159,15 +158,10 @@ def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path, tok
         assert [e["kind"] for e in pasted] == ["workflow", "continue"]
         assert save_and_exit(child) == 0
         assert state(ws)["status"] == "stopped"
-        if not tokens:
-            return
         # Tokens come from the CLI's own transcript: the fake model's fixed numbers per reply.
-        tokens_seen = state(ws)["tokens"]
+        tokens = state(ws)["tokens"]
         replies = len(model.main_requests())
-        assert tokens_seen["output"] == 34 * replies and tokens_seen["input"] >= 1200 * replies, (
-            tokens_seen,
-            replies,
-        )
+        assert tokens["output"] == 34 * replies and tokens["input"] >= 1200 * replies, (tokens, replies)
         assert "Tokens this session: input" in child.before.decode()
 
 
@@ -212,7 +206,7 @@ def test_killed_cli_is_restarted_with_its_native_resume(cli, tmp_path):
     killed_cli_resumes_natively(cli, tmp_path, CLI_BIN_DIR)
 
 
-def killed_cli_resumes_natively(cli: str, tmp_path: Path, bin_dir: Path, tokens: bool = True) -> None:
+def killed_cli_resumes_natively(cli: str, tmp_path: Path, bin_dir: Path) -> None:
     """SIGKILL of the CLI: a restart with its native resume goes on in the same conversation."""
     ws = workspace_for(tmp_path)
     with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
@@ -244,8 +238,7 @@ def killed_cli_resumes_natively(cli: str, tmp_path: Path, bin_dir: Path, tokens:
         assert "LOOP-TURN-DONE" in history, "the request after the restart carries the earlier conversation"
         assert len(workflow_requests(model)) == 1
         assert save_and_exit(child) == 0
-        if tokens:
-            assert_tokens_of_every_reply(ws, model)
+        assert_tokens_of_every_reply(ws, model)
 
 
 def test_a_freeze_right_after_a_wait_is_a_stall_then_a_native_resume(cli, tmp_path):
