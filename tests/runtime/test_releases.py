@@ -111,3 +111,42 @@ def test_what_session_json_keeps_of_a_release(tmp_path):
     kept = releases.checked_release(registry()["gemini"], str(binary), env_for(tmp_path))
     assert kept == {"version": "0.34.0", "standing": "older, supported", "own_session_ids": False}
     assert not releases.own_ids(kept) and releases.own_ids({})
+
+
+# gemini 0.34.0 takes no --session-id: the id it picked is read back from its session file.
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "gemini-0.34.0.json"
+LEARN = registry()["gemini"].learn_session_id
+
+
+def session_file(home: Path, workspace: Path, project: str, name: str) -> tuple[Path, str]:
+    """The recorded 0.34.0 session file, moved to ``workspace``'s project hash; returns its id."""
+    import hashlib
+
+    text = RECORDED.read_text(encoding="utf-8")
+    recorded = json.loads(text)
+    text = text.replace(recorded["projectHash"], hashlib.sha256(str(workspace).encode()).hexdigest())
+    path = home / ".gemini" / "tmp" / project / "chats" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path, recorded["sessionId"]
+
+
+def test_the_id_gemini_picked_is_read_back_from_its_session_file(tmp_path):
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    since = time.time() - 1
+    path, sid = session_file(home, ws, "ws", "session-2026-11-25T14-53-8ee83813.json")
+    assert LEARN({"HOME": str(home)}, ws, since) == sid
+    assert LEARN({"HOME": str(home)}, tmp_path / "elsewhere", since) is None  # another project's
+    assert LEARN({"HOME": str(home)}, ws, time.time() + 60) is None  # written before this start
+
+
+def test_a_damaged_or_odd_session_file_is_no_id(tmp_path):
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    chats = home / ".gemini" / "tmp" / "ws" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-a.json").write_bytes(b"\xff\xfe{not json")
+    os.mkfifo(chats / "session-b.json")  # never read: no hang
+    (chats / "session-c.json").symlink_to("/etc/hostname")
+    (chats / "session-d.json").mkdir()
+    assert LEARN({"HOME": str(home)}, ws, 0) is None
