@@ -135,7 +135,7 @@ def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path) -> 
         assert ("tool_start", "wait_for_prompt") in tapped()
         # The model ended its turn without calling wait_for_prompt: the supervisor noticed, and
         # the next request carries its continue prompt (once).
-        pump_until(child, lambda: continue_requests(model), 30)
+        pump_until(child, lambda: continue_requests(model), 60)
         # The workflow went to the model exactly once, with its full text: a second copy would
         # have reached the model before the continue prompt typed after it.
         sent = workflow_requests(model)
@@ -216,7 +216,7 @@ def killed_cli_resumes_natively(cli: str, tmp_path: Path, bin_dir: Path) -> None
         child.logfile_read = shown
         child.expect("LOOP-TURN-DONE")
         first = state(ws)
-        pump_until(child, lambda: continue_requests(model), 30)  # the conversation is under way
+        pump_until(child, lambda: continue_requests(model), 60)  # the conversation is under way
         before = len(continue_requests(model))
         os.kill(first["agent_pid"], signal.SIGKILL)
         pump_until(child, lambda: (st := state(ws))["restarts"] == 1 and st["status"] == "running", 30)
