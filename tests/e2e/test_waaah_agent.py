@@ -37,9 +37,19 @@ REGISTER_ARGS = {
 }
 
 
+#: claude 2.1.200 may start the first turn before its MCP servers are connected; the tool result
+#: then is its own error "No such tool available: ... The MCP server 'waaah' is still connecting",
+#: and a model tries again (gemini and later claude releases wait for their MCP servers).
+CONNECTING = "is still connecting"
+
+
 def loop_script() -> list[Rule]:
     """Workflow -> register_agent -> wait_for_prompt -> end the turn with a marker text."""
     return [
+        Rule(ToolCall("register_agent", REGISTER_ARGS), tool_result="register_agent", result_has=CONNECTING),
+        Rule(
+            ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="wait_for_prompt", result_has=CONNECTING
+        ),
         Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
         Rule(ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="register_agent"),
         Rule(Text("LOOP-TURN-DONE"), tool_result="wait_for_prompt"),
