@@ -97,7 +97,7 @@ def test_doctor_says_where_the_installed_release_stands(version, status, standin
         text=True,
         timeout=120,
     )
-    check = next(c for c in json.loads(done.stdout) if c["name"] == "gemini CLI")
+    check = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "gemini CLI")
     assert (check["status"], check["version"], check["standing"]) == (status, version, standing), check
     assert "the oldest supported is 0.34.0" in check["detail"]
     if status == "fail":
