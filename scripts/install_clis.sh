@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the pinned real CLIs into <repo>/.cache/clis (never globally).
-# Usage: scripts/install_clis.sh [gemini|claude|all|extra]   (default: all)
+# Usage: scripts/install_clis.sh [gemini|claude|all|extra|old]   (default: all)
 # `extra` installs the headless-only CLIs of `waaah run` (codex, opencode); not part of `all`
-# (codex alone is ~400 MB).
+# (codex alone is ~400 MB). `old` installs the older releases the e2e suite also drives, each
+# into its own prefix .cache/clis-old/<cli>-<version> (OLD_RELEASES below).
 # Idempotent: a CLI whose installed package.json already carries the pin is left alone.
 set -euo pipefail
 
@@ -15,9 +16,20 @@ CODEX_VERSION="0.169.0"
 OPENCODE_PKG="opencode-ai"
 OPENCODE_VERSION="1.18.33"
 
+# Older releases run by the e2e core scenarios (README "CLI releases"); 0.13.0 is the too-old
+# gemini the supervisor must refuse (it has no --resume).
+OLD_RELEASES=(
+    "gemini $GEMINI_PKG 0.51.0"
+    "gemini $GEMINI_PKG 0.34.0"
+    "gemini $GEMINI_PKG 0.13.0"
+    "claude $CLAUDE_PKG 2.1.300"
+    "claude $CLAUDE_PKG 2.1.200"
+)
+
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$REPO/.cache/clis"
 BIN="$PREFIX/node_modules/.bin"
+OLD_ROOT="$REPO/.cache/clis-old"
 
 die() {
     echo "install_clis: $*" >&2
@@ -72,7 +84,16 @@ main() {
         ensure codex "$CODEX_PKG" "$CODEX_VERSION"
         ensure opencode "$OPENCODE_PKG" "$OPENCODE_VERSION"
         ;;
-    *) die "unknown CLI '$which' (expected gemini, claude, all or extra)" ;;
+    old)
+        local release name pkg version
+        for release in "${OLD_RELEASES[@]}"; do
+            read -r name pkg version <<<"$release"
+            PREFIX="$OLD_ROOT/$name-$version"
+            BIN="$PREFIX/node_modules/.bin"
+            ensure "$name" "$pkg" "$version"
+        done
+        ;;
+    *) die "unknown CLI '$which' (expected gemini, claude, all, extra or old)" ;;
     esac
 }
 

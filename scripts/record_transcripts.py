@@ -1,12 +1,14 @@
 """Re-record the real CLI transcripts used as token-usage fixtures, from the pinned versions.
 
     .venv/bin/python scripts/record_transcripts.py [gemini|claude|codex]   (default: gemini and claude)
+    .venv/bin/python scripts/record_transcripts.py gemini --release 0.34.0   (from make clis-old)
 
 For each CLI it starts the fake model API (tests/doubles/fake_model.py) with fixed token numbers
 per reply, runs the installed CLI in a PTY with a throwaway HOME and does two turns: a plain text
 reply, then a turn where the model calls ``wait_for_prompt`` (tests/doubles/slow_mcp.py) and
 answers after the result. So each session makes three model calls. After the CLI exits, the
-session file it wrote is copied to ``tests/fixtures/transcripts/<cli>-<version>.jsonl`` with the
+session file it wrote is copied to ``tests/fixtures/transcripts/<cli>-<version>.jsonl`` (``.json``
+for gemini 0.34.0, which keeps its session as one JSON document) with the
 throwaway paths replaced by neutral ones (see NEUTRAL).
 
 Where the files are:
@@ -41,6 +43,7 @@ from tests.doubles.cli_homes import (  # noqa: E402
     cli_version,
     codex_env,
     gemini_env,
+    old_cli_bin_dir,
     slow_mcp_server,
 )
 from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall, Usage  # noqa: E402
@@ -91,7 +94,7 @@ def replied(reply: str, idle: Callable[[Rendered], bool]) -> Callable[[Rendered]
 def session_file(cli: str, home: Path) -> Path:
     """The one session file the CLI wrote under ``home``."""
     if cli == "gemini":
-        found = sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+        found = sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.json*"))
     elif cli == "codex":
         found = sorted((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
     else:
@@ -124,10 +127,11 @@ def fake_model(cli: str) -> FakeModel | fake_openai.FakeOpenAI:
     return FakeModel(model_rules(), usage=USAGE)
 
 
-def record(cli: str) -> Path:
-    """Run two turns of ``cli`` and save its session file as a fixture; returns the fixture path."""
-    version = cli_version(cli)
-    out = FIXTURES / f"{cli}-{version}.jsonl"
+def record(cli: str, release: str = "") -> Path:
+    """Run two turns of ``cli`` (the pinned release, or an older ``release``) and save its session
+    file as a fixture; returns the fixture path."""
+    version = release or cli_version(cli)
+    binary = old_cli_bin_dir(cli, release) / cli if release else cli_bin(cli)
     root = Path(tempfile.mkdtemp(prefix="waaah-rec-")).resolve()
     try:
         ws = root / "ws"
@@ -142,7 +146,7 @@ def record(cli: str) -> Path:
             else:
                 env = claude_env(root / "home", fake.url, ws, mcp_servers=mcp)
             idle = IDLE_CHECKS[cli]
-            with CliPty([str(cli_bin(cli))], env, ws) as pty:
+            with CliPty([str(binary)], env, ws) as pty:
                 pty.wait(idle, "idle")
                 pty.settle()
                 for prompt, reply in ((FIRST_PROMPT, FIRST_REPLY), (TOOL_PROMPT, TOOL_REPLY)):
@@ -153,7 +157,9 @@ def record(cli: str) -> Path:
                 pty.keys(QUIT[cli])
                 pty.enter()
                 pty.wait_exit()
-        text = neutralise(session_file(cli, root / "home").read_text(encoding="utf-8"), root)
+        found = session_file(cli, root / "home")
+        text = neutralise(found.read_text(encoding="utf-8"), root)
+        out = FIXTURES / f"{cli}-{version}{found.suffix}"
         FIXTURES.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
         print(f"{cli} {version} -> {out.relative_to(REPO)} ({len(text.splitlines())} lines)")
@@ -166,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI transcripts as token fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
+    parser.add_argument("--release", default="", help="an older release installed by make clis-old")
     args = parser.parse_args(argv)
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
-        record(cli)
+        record(cli, args.release)
     return 0
 
 

@@ -32,6 +32,7 @@ DEFAULT_AGENT_VAR = "WAAAH_DEFAULT_AGENT"
 PASS_ENV = "WAAAH_PASS_ENV"
 VIA_MAKE = "WAAAH_VIA_MAKE"
 CLI_DIR = "WAAAH_CLI_DIR"  # where `make` installed the CLIs (default: the checkout's .cache/clis)  # set by `make run`: the resume hint offers the make form too  # `waaah run`: more variables for the CLI, e.g. "AWS_,MY_TOKEN"
+CACHE_DIR = "WAAAH_CACHE_DIR"  # what waaah learned of the installed CLIs (default: the user cache dir)
 RECORD_BUDGET_MB = "WAAAH_RECORD_BUDGET_MB"  # disk for one session's logs and record, in MB
 RECORD_BUDGET = 200
 LOG_ROLL_MB = "WAAAH_LOG_ROLL_MB"  # a log file rolls over into a compressed part at this size

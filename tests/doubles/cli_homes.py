@@ -32,6 +32,12 @@ import pyte
 REPO = Path(__file__).resolve().parents[2]
 CLI_BIN_DIR = REPO / ".cache" / "clis" / "node_modules" / ".bin"
 
+#: Older releases the e2e core scenarios also drive (`make clis-old`), each in its own prefix;
+#: gemini 0.13.0 is there to be refused as too old.
+OLD_RELEASES = {"gemini": ("0.51.0", "0.34.0"), "claude": ("2.1.300", "2.1.200")}
+TOO_OLD = {"gemini": "0.13.0"}
+CLI_OLD_DIR = REPO / ".cache" / "clis-old"
+
 #: The model name pinned in gemini's settings (pinning skips its model-routing request).
 GEMINI_MODEL = "gemini-2.5-pro"
 #: Default API key. claude approves custom keys by their last 20 characters, so keep it longer.
@@ -77,6 +83,14 @@ def cli_bin(name: str) -> Path:
         which = "extra" if name in ("codex", "opencode") else name
         raise CliNotInstalled(f"{name} is not installed at {path}: run scripts/install_clis.sh {which}")
     return path
+
+
+def old_cli_bin_dir(name: str, version: str) -> Path:
+    """The bin folder of an older release; raises CliNotInstalled if absent."""
+    folder = CLI_OLD_DIR / f"{name}-{version}" / "node_modules" / ".bin"
+    if not os.access(folder / name, os.X_OK):
+        raise CliNotInstalled(f"{name} {version} is not installed in {folder}: run make clis-old")
+    return folder
 
 
 def cli_version(name: str) -> str:

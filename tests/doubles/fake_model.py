@@ -129,6 +129,7 @@ class Rule:
       ``[ToolCall(...), Text("done")]``.
     * ``tool_result``: matches when the request ends with a result of that tool (bare or wire
       name). On such requests ``tool_result`` rules are tried before ``marker`` rules.
+      ``result_has``: only when that result's text holds it (e.g. a CLI's own tool error).
 
     A list of replies is consumed one per matching request, in order; its last one then repeats.
     ``api`` restricts the rule to one API.
@@ -138,6 +139,7 @@ class Rule:
     marker: str | None = None
     tool_result: str | None = None
     api: Api | None = None
+    result_has: str | None = None
     _used: int = field(default=0, init=False, repr=False)
 
     def matches(self, api: Api, turn: Turn) -> bool:
@@ -145,6 +147,8 @@ class Rule:
         if self.api is not None and self.api != api:
             return False
         if self.tool_result is not None:
+            if self.result_has is not None and self.result_has not in turn.tool_result_text:
+                return False
             return turn.tool_result_name is not None and _bare_tool_name(turn.tool_result_name) == (
                 _bare_tool_name(self.tool_result)
             )

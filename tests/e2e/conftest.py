@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import gzip
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,9 +60,16 @@ def _no_traceback_in_any_cast(request: pytest.FixtureRequest) -> Iterator[None]:
         assert_no_python_noise(gzip.decompress(raw) if cast.suffix == ".gz" else raw, str(cast))
 
 
-def with_cli_path(env: dict[str, str]) -> dict[str, str]:
-    env["PATH"] = f"{CLI_BIN_DIR}:{env.get('PATH', '')}"
+def with_cli_path(env: dict[str, str], bin_dir: Path = CLI_BIN_DIR) -> dict[str, str]:
+    """The CLIs of ``bin_dir`` (default: the pinned releases) first on PATH; what waaah learns of
+    a release is cached for the whole test run (asked once per binary, as for a user)."""
+    env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
+    env["WAAAH_CACHE_DIR"] = _RELEASES_CACHE
     return env
+
+
+_RELEASES_CACHE = tempfile.mkdtemp(prefix="waaah-e2e-releases-")
+atexit.register(shutil.rmtree, _RELEASES_CACHE, True)
 
 
 def workspace_for(tmp_path: Path) -> Path:

@@ -141,8 +141,8 @@ def test_headless_opencode_gets_its_workflow_registers_waits_and_is_nudged_back(
             assert len(workflow) == 1 and "register_agent" in workflow[0]["last_user_text"]
             # The CLI's own session id, learned from its store, is what a restart resumes.
             retry_until(lambda: state(ws)["native_session_id"].startswith("ses_"), 30)
-            learned = [e for e in events(ws) if e["event"] == "native-session"]
-            assert learned and learned[0]["session_id"] == state(ws)["native_session_id"]
+            learned = [e for e in events(ws) if e["event"] == "native-session-id"]
+            assert learned and learned[0]["id"] == state(ws)["native_session_id"]
             # The user's opencode.json is left as it was: the entry came per run.
             user_file = Path(env["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
             assert "waaah" not in json.loads(user_file.read_text()).get("mcp", {})

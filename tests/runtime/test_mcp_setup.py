@@ -197,6 +197,8 @@ def test_doctor_knows_the_pinned_cli_versions(tmp_path, workspace):
     env = {"HOME": str(tmp_path), "PATH": f"{CLI_BIN_DIR}:/usr/bin:/bin", "GEMINI_API_KEY": "k"}
     _, checks = doctor(workspace, env, "--agent", "gemini")
     assert checks["gemini CLI"]["status"] == "ok" and "0.61.0" in checks["gemini CLI"]["detail"]
+    assert checks["gemini CLI"]["version"] == "0.61.0" and checks["gemini CLI"]["standing"] == "pinned"
+    assert "version" not in checks["workflow"]  # only a CLI's check says a version
 
 
 # The user's settings file in every shape the world leaves it in: followed, refused, never blocked.

@@ -177,3 +177,12 @@ def test_each_adapter_counts_its_own_transcript_format() -> None:
         assert factory is not None
         assert factory().feed(lines(path)) == EXPECTED
     assert all(known[n].tokens is None for n in ("opencode", "simulated"))  # no made-up numbers
+
+
+def test_gemini_0_34_session_document_totals() -> None:
+    """gemini 0.34.0 keeps its session as one pretty-printed JSON document, rewritten whole."""
+    document = FIXTURES / "gemini-0.34.0.json"
+    assert lines(document)[0] == "{"
+    assert gemini_usage(lines(document)) == EXPECTED
+    assert gemini_usage(document.read_text(encoding="utf-8").splitlines(keepends=True)) == EXPECTED
+    assert gemini_usage(lines(document)[:-3]) == Usage()  # cut short: no numbers, no error

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from waaah_agent.core.detect import ScreenRules
 from waaah_agent.core.streams import StreamParser
 from waaah_agent.core.tokens import UsageCounter
+from waaah_agent.core.versions import ReleaseSupport
 
 if TYPE_CHECKING:
     from waaah_agent.runtime.mcp_setup import McpGiver, PerRunHooks
@@ -118,11 +119,18 @@ class Adapter:
     # It draws nothing until the terminal answers its queries (cursor position, attributes,
     # colours): with no terminal attached, the supervisor answers them (core/termanswers.py).
     answers_queries: bool = False
-    # For a CLI that picks its own session id (fresh_args cannot name one): (env, workspace,
-    # started) -> the id of the session it began in ``workspace`` since ``started`` (epoch
-    # seconds), None while there is none; resume_args then get that id.
+    # Its releases: the pinned one, the oldest supported, the options waaah needs (core/versions.py);
+    # None: not asked (the simulated agent, the headless-only CLIs).
+    releases: ReleaseSupport | None = None
+    # For a CLI (or a release of it) that picks its own session id (fresh_args name none, or the
+    # release lacks ``releases.own_id_option``): (env, workspace, started) -> the id of the
+    # session it began in ``workspace`` since ``started`` (epoch seconds), None while there is
+    # none; resume_args then get that id.
     own_session: Callable[[Mapping[str, str], Path, float], str | None] | None = None
 
-    def argv(self, binary: str, session_id: str, resume: bool, extra: Sequence[str]) -> list[str]:
-        args = self.resume_args(session_id) if resume else self.fresh_args(session_id)
-        return [binary, *args, *extra]
+    def argv(
+        self, binary: str, session_id: str, resume: bool, extra: Sequence[str], own_ids: bool = True
+    ) -> list[str]:
+        """The command line; a fresh start of a release that takes no id of ours gets none."""
+        fresh = self.fresh_args(session_id) if own_ids else []
+        return [binary, *(self.resume_args(session_id) if resume else fresh), *extra]

@@ -10,6 +10,7 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_claude
 from waaah_agent.core.tokens import claude_counter
+from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks, Persistent
 
 
@@ -70,6 +71,13 @@ ADAPTER = Adapter(
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
     tested_version="2.1.330",
+    releases=ReleaseSupport(
+        tested="2.1.330",
+        oldest="2.1.200",
+        update_hint="npm install -g @anthropic-ai/claude-code@latest",
+        needs=("--resume", "--session-id"),
+        older_tested=("2.1.300", "2.1.200"),
+    ),
     enter_delay=0.3,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],

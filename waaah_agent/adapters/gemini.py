@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,6 +11,7 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf
 from waaah_agent.core.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
+from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.cli_home import PerRunHome
 from waaah_agent.runtime.mcp_setup import Persistent, read_json
@@ -22,6 +24,31 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     for path in chats.glob(f"*/chats/session-*-{session_id[:8]}*.json*"):
         return path
     return None
+
+
+_SESSION_HEAD = re.compile(r'"sessionId"\s*:\s*"([0-9a-f-]{8,64})"[^}]*?"projectHash"\s*:\s*"([0-9a-f]{64})"')
+
+
+def _learn_session_id(env: Mapping[str, str], workspace: Path, since: float) -> str | None:
+    """The id a release without ``--session-id`` picked (0.34.0): from the newest session file
+    of this workspace written since ``since``. Its head names the id and the project's hash (the
+    SHA-256 of the workspace path): ``{"sessionId": "...", "projectHash": "...", ...`` (a JSON
+    file in 0.34.0, the first line of a JSONL file later)."""
+    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
+    project = hashlib.sha256(str(workspace).encode()).hexdigest()
+    found: list[tuple[float, str]] = []
+    for path in (home / ".gemini" / "tmp").glob("*/chats/session-*.json*"):
+        try:
+            when = path.stat().st_mtime
+            head = read_capped(path, 4096, follow=False, head=True).decode("utf-8", "replace")
+        except OSError:
+            continue
+        match = _SESSION_HEAD.search(head)
+        if when >= since and match and match.group(2) == project:
+            found.append((when, match.group(1)))
+    return max(found)[1] if found else None
 
 
 def _settings_path(env: Mapping[str, str]) -> Path:
@@ -89,6 +116,15 @@ ADAPTER = Adapter(
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     rules=RULES,
     tested_version="0.61.0",
+    releases=ReleaseSupport(
+        tested="0.61.0",
+        oldest="0.34.0",
+        update_hint="npm install -g @google/gemini-cli@latest",
+        needs=("--resume",),
+        own_id_option="--session-id",  # 0.34.0 has none: the id is read back (_learn_session_id)
+        older_tested=("0.51.0", "0.34.0"),
+    ),
+    own_session=_learn_session_id,
     limit_resume_keys=b"\r",
     loop_dialog_keys=b"2",
     enter_delay=0.5,

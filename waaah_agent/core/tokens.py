@@ -18,7 +18,8 @@ Where the records are and what :class:`Usage` takes from them:
   ``cached`` = cachedContentTokenCount, ``thoughts``, ``tool`` = toolUsePromptTokenCount, ``output``
   = candidatesTokenCount. So ``input = input + tool``, ``cached = cached``, ``output = output +
   thoughts``. ``$rewindTo`` records drop messages from the conversation, but their tokens were
-  spent, so they stay counted.
+  spent, so they stay counted. gemini 0.34.0 keeps the session as one JSON document
+  (``session-<date>-<id8>.json``: ``{"sessionId", ..., "messages": [...]}``), rewritten whole.
 
 Either way ``input`` is every prompt token the model read (``cached`` of them from a cache) and
 ``output`` every token it produced.
@@ -26,6 +27,7 @@ Either way ``input`` is every prompt token the model read (``cached`` of them fr
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +57,27 @@ def _count(value: Any) -> int:
 
 
 def _records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    rest = iter(lines)
+    for first in rest:
+        if first.strip() == "{":  # one JSON document over many lines (gemini 0.34.0's session file)
+            body = list(rest)
+            document = _object("{" + "".join(part.strip() for part in body))
+            yield from [document] if document is not None else _lines(body)
+            return
+        if first.strip():
+            yield from _lines(itertools.chain([first], rest))
+            return
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     for line in lines:
         line = line.strip()
         if not line:
@@ -111,7 +134,12 @@ def _gemini_message(message: Any) -> tuple[str, Usage] | None:
 
 def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
     changes = record.get("$set")
-    messages = changes.get("messages") if isinstance(changes, dict) else [record]
+    if isinstance(changes, dict):
+        messages = changes.get("messages")
+    elif "type" not in record and isinstance(record.get("messages"), list):
+        messages = record["messages"]  # the whole session as one document (gemini 0.34.0)
+    else:
+        messages = [record]
     if not isinstance(messages, list):
         return
     for message in messages:

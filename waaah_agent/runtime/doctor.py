@@ -12,8 +12,9 @@ from pathlib import Path
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.versions import Standing, judge
 from waaah_agent.errors import UsageError, WorkflowNotFound
-from waaah_agent.runtime import breakers, clis, key_file, mcp_setup
+from waaah_agent.runtime import breakers, clis, key_file, mcp_setup, releases
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import find_workflow, git_root
@@ -25,13 +26,17 @@ class Check:
     status: str  # "ok", "warn", "fail"
     detail: str
     fix: str = ""
+    # A CLI's check: its installed version and where it stands (core/versions.py Standing).
+    version: str = ""
+    standing: str = ""
 
     def line(self) -> str:
         text = f"{self.status:<4}  {self.name}: {self.detail}"
         return f"{text}  -> {self.fix}" if self.fix else text
 
     def to_json(self) -> dict[str, str]:
-        return asdict(self)
+        found = asdict(self)
+        return {k: v for k, v in found.items() if v or k not in ("version", "standing")}
 
 
 def run_checks(
@@ -128,6 +133,8 @@ def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check
     if found is None:
         status = "fail" if required else "warn"
         return Check(name, status, "not installed", f"install with: {adapter.install_hint}")
+    if adapter.releases is not None:
+        return check_release(adapter, found, env)
     version = cli_version(found)
     if adapter.tested_version and adapter.tested_version not in version and not adapter.interactive:
         return Check(
@@ -145,6 +152,29 @@ def check_cli(adapter: Adapter, env: Mapping[str, str], required: bool) -> Check
             "it may work; to be sure, re-record the screens (scripts/record_screens.py) and run make test",
         )
     return Check(name, "ok", f"{version} ({found})")
+
+
+def check_release(adapter: Adapter, found: str, env: Mapping[str, str]) -> Check:
+    """The installed release and where it stands: tested, older but supported, too old, newer."""
+    support = adapter.releases
+    assert support is not None
+    release = releases.release_of(found, env)
+    verdict = judge(adapter.name, release, support)
+    name, where = f"{adapter.name} CLI", verdict.standing
+    tested = ", ".join((support.tested, *support.older_tested))
+    detail = (
+        f"{release.version or 'unknown version'} ({found}): {where} "
+        f"(waaah is tested with {tested}; the oldest supported is {support.oldest})"
+    )
+    extra = {"version": release.version, "standing": str(where)}
+    if where is Standing.TOO_OLD:
+        return Check(name, "fail", detail, f"update it: {support.update_hint}", **extra)
+    if where is Standing.NEWER:
+        fix = "it may work; to be sure, re-record the screens (scripts/record_screens.py) and run make test"
+        return Check(name, "warn", detail, fix, **extra)
+    if where is Standing.UNKNOWN:
+        return Check(name, "warn", detail, f"run {found} --version to see why", **extra)
+    return Check(name, "ok", detail, **extra)
 
 
 def check_login(adapter: Adapter, env: Mapping[str, str]) -> Check:

@@ -39,7 +39,7 @@ from waaah_agent.errors import (
     LoginRequired,
     UsageError,
 )
-from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, report
+from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, releases, report
 from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
@@ -99,6 +99,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         refuse_other_workspace(store, opts.resume_id, workspace)
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
+    release = releases.checked_release(adapter, binary, env)  # too old: one line, nothing started
     child_env = agent_env(adapter, env)
     if adapter.needs_login(child_env) and not console.interactive:
         # On a terminal the CLI's own login screen is the user's to answer (waaah waits).
@@ -109,6 +110,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
         session.redact.add(opts.api_key)
         state.options = options_record(opts, workflow, session.redact)
+        state.cli_release = release
         claim.note(state.id)
         # A `waaah run` the agent starts links itself under this session in `waaah sessions`.
         child_env[settings.PARENT_ID] = state.id
@@ -410,10 +412,12 @@ class Run:
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
-        argv = adapter.argv(self.binary, state.native_session_id, native, extra)
+        own = releases.own_ids(state.cli_release)
+        argv = adapter.argv(self.binary, state.native_session_id, native, extra, own_ids=own)
         first = self.first_prompt(native)
-        # A CLI that picks its own session id tells it only once it began one: looked for.
-        self.learning = adapter.own_session is not None and not native
+        # A CLI (or a release) that picks its own session id tells it only once it began one.
+        picks_own = not own or not adapter.fresh_args(state.native_session_id)
+        self.learning = adapter.own_session is not None and not native and picks_own
         self.started = time.time()
         # PWD as a shell sets it: a CLI may take its project folder from it (opencode does).
         env = {**self.env, "PWD": str(workspace)}
@@ -433,6 +437,7 @@ class Run:
             pid=child.pid,
             resumed=resumed,
             native_resume=native,
+            release=state.cli_release.get("version", ""),
             session=state.id,
             log=str(self.logs.text_path),
         )
@@ -518,9 +523,12 @@ class Run:
         if found is None:
             return True
         self.learning = False
-        self.state.native_session_id = found
-        self.session.save(self.state)
-        self.session.event("native-session", session_id=found)
+        if found != self.state.native_session_id:
+            self.state.native_session_id = found
+            self.session.save(self.state)
+            self.session.event(
+                "native-session-id", id=found, how="read back from the CLI's own session files"
+            )
         return False
 
     def end_descendants(self, child: AgentProcess) -> None:

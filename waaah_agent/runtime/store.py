@@ -69,6 +69,8 @@ class SessionState:
     end_reason: str = ""  # why it ended (a StopReason value) and the detail
     # The options it was started with (never the API key), kept for --resume; see session.py.
     options: dict[str, Any] = field(default_factory=dict)
+    # The CLI's release at the last start: version, standing, own_session_ids (runtime/releases.py).
+    cli_release: dict[str, Any] = field(default_factory=dict)
     output_tail: list[str] = field(default_factory=list)
     log_path: str = ""
     cast_path: str = ""
@@ -102,6 +104,8 @@ class SessionState:
                 del values[name]
         if "options" in values and not isinstance(values["options"], dict):
             del values["options"]  # resume falls back to the defaults and the flags given
+        if "cli_release" in values and not isinstance(values["cli_release"], dict):
+            del values["cli_release"]  # asked again at every start
         for name, value in values.items():
             problem = _field_problem(name, value)
             if problem:
