@@ -120,7 +120,7 @@ def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
         # codex chose its session id; the supervisor learned it from codex's own session file.
         native = state(ws)["native_session_id"]
         assert [p.name.endswith(f"-{native}.jsonl") for p in rollouts(env)] == [True]
-        assert any(e["event"] == "native-session" for e in events(ws))
+        assert any(e["event"] == "native-session-id" for e in events(ws))
         argv = state(ws)["argv"]
         assert "features.daemon_auto_start=false" in argv and not any("WAAAH_API" in a for a in argv[1:-1:2])
         assert save_and_exit(child) == 0
@@ -144,7 +144,7 @@ def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
         pump_until(child, lambda: continue_requests(model), 60)  # the conversation is under way
         pump_until(
             child,
-            lambda: len(rollouts(env)) == 1 and any(e["event"] == "native-session" for e in events(ws)),
+            lambda: len(rollouts(env)) == 1 and any(e["event"] == "native-session-id" for e in events(ws)),
             30,
         )
         first = state(ws)
@@ -173,7 +173,7 @@ def test_save_then_resume_continues_codex_s_own_session(tmp_path):
     with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
         ws, env, child = start(tmp_path, model, server)
         child.expect("LOOP-TURN-DONE", timeout=120)
-        pump_until(child, lambda: any(e["event"] == "native-session" for e in events(ws)), 30)
+        pump_until(child, lambda: any(e["event"] == "native-session-id" for e in events(ws)), 30)
         native = state(ws)["native_session_id"]
         assert save_and_exit(child) == 0
 

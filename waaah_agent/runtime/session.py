@@ -416,7 +416,7 @@ class Run:
         argv = adapter.argv(self.binary, state.native_session_id, native, extra, own_ids=own)
         first = self.first_prompt(native)
         # A CLI (or a release) that picks its own session id tells it only once it began one.
-        picks_own = not own or not adapter.fresh_args(state.native_session_id)
+        picks_own = not own or state.native_session_id not in adapter.fresh_args(state.native_session_id)
         self.learning = adapter.own_session is not None and not native and picks_own
         self.started = time.time()
         # PWD as a shell sets it: a CLI may take its project folder from it (opencode does).
