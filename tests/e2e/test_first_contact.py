@@ -212,4 +212,4 @@ def all_events(ws: Path) -> list[dict[str, object]]:
     found: list[dict[str, object]] = []
     for path in sorted((ws / ".waaah" / "sessions").glob("*/events.jsonl")):
         found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return found
+    return sorted(found, key=lambda e: str(e["ts"]))  # two sessions may start within one second

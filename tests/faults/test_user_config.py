@@ -216,6 +216,22 @@ def test_doctor_reads_an_unusable_settings_file_without_a_traceback_or_a_hang(wo
     done = run_waaah("doctor", "--agent", "gemini", cwd=workspace, env=gemini_env(home), timeout=60)
     assert_no_traceback(done.stdout, done.stderr)
     assert "MCP entry" in done.stdout and str(path) in done.stdout
+    # gemini relaunches itself in a child node process: the timed-out call leaves neither behind.
+    assert retry_until(lambda: not processes_with_home(home), timeout=10)
+
+
+def processes_with_home(home: Path) -> list[int]:
+    """Pids of processes whose environment has HOME=home (ours only; /proc of this machine)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                env = (proc / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"HOME={home}".encode() in env:
+                found.append(int(proc.name))
+    return found
 
 
 def test_status_does_not_hang_on_a_fifo_in_place_of_the_events_file(workspace, home):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -116,13 +118,28 @@ def timed_version(binary: str) -> tuple[str, int]:
     """The CLI's ``--version`` line and how long the call took (no model is called)."""
     if binary not in _VERSIONS:
         started = time.monotonic()
+        # A group of its own: gemini relaunches itself in a child node process, which a timeout
+        # of the parent alone would leave running (reading a FIFO in place of its settings).
         try:
-            out = subprocess.run(
-                [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+            proc = subprocess.Popen(
+                [binary, "--version"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
             )
-            version = (out.stdout.strip().splitlines() or ["unknown"])[0]
-        except (OSError, subprocess.TimeoutExpired) as err:
+        except OSError as err:
             version = f"unknown ({err})"
+        else:
+            try:
+                out, _ = proc.communicate(timeout=10)
+                version = (out.strip().splitlines() or ["unknown"])[0]
+            except subprocess.TimeoutExpired as err:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                version = f"unknown ({err})"
         _VERSIONS[binary] = (version, int((time.monotonic() - started) * 1000))
     return _VERSIONS[binary]
 
