@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	  echo "waaah: $(VENV) ready ($$(( $$(date +%s) - start )) s)"
 	@touch $@
 
-## Start a supervised session (AGENT=gemini|claude, WORKFLOW=<name>, ARGS=extra waaah flags).
+## Start a supervised session (AGENT=gemini|claude|codex|opencode, WORKFLOW=<name>, ARGS=extra waaah flags).
 run: venv
 	@command -v $(AGENT) >/dev/null 2>&1 || scripts/install_clis.sh $(AGENT)
 	@echo "waaah: starting $(AGENT) with the $(WORKFLOW) workflow (Ctrl+C for the menu)"
@@ -48,7 +48,7 @@ e2e: venv clis clis-extra clis-old
 clis:
 	scripts/install_clis.sh
 
-## Also the headless-only CLIs of `waaah run` (codex, opencode; ~600 MB; `make test` installs them too).
+## Also codex and opencode (~600 MB; `make test` installs them too; `make run AGENT=codex` installs just that one).
 clis-extra:
 	scripts/install_clis.sh extra
 

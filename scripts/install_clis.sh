@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the pinned real CLIs into <repo>/.cache/clis (never globally).
-# Usage: scripts/install_clis.sh [gemini|claude|all|extra|old]   (default: all)
-# `extra` installs the headless-only CLIs of `waaah run` (codex, opencode); not part of `all`
+# Usage: scripts/install_clis.sh [gemini|claude|codex|opencode|all|extra|old]   (default: all)
+# `extra` installs codex and opencode (supervised by `waaah agent` too); not part of `all`
 # (codex alone is ~400 MB). `old` installs the older releases the e2e suite also drives, each
 # into its own prefix .cache/clis-old/<cli>-<version> (OLD_RELEASES below).
 # Idempotent: a CLI whose installed package.json already carries the pin is left alone.
@@ -76,6 +76,8 @@ main() {
     case "$which" in
     gemini) ensure gemini "$GEMINI_PKG" "$GEMINI_VERSION" ;;
     claude) ensure claude "$CLAUDE_PKG" "$CLAUDE_VERSION" ;;
+    codex) ensure codex "$CODEX_PKG" "$CODEX_VERSION" ;;
+    opencode) ensure opencode "$OPENCODE_PKG" "$OPENCODE_VERSION" ;;
     all)
         ensure gemini "$GEMINI_PKG" "$GEMINI_VERSION"
         ensure claude "$CLAUDE_PKG" "$CLAUDE_VERSION"
@@ -93,7 +95,7 @@ main() {
             ensure "$name" "$pkg" "$version"
         done
         ;;
-    *) die "unknown CLI '$which' (expected gemini, claude, all, extra or old)" ;;
+    *) die "unknown CLI '$which' (expected gemini, claude, codex, opencode, all, extra or old)" ;;
     esac
 }
 
