@@ -96,10 +96,7 @@ def tail(
 
     def go() -> int:
         _, state = control.running(workspace or Path.cwd(), session)
-        done = [False]
-        control.follow(
-            Path(state.log_path), control.stdout_bytes(), True, lines, lambda: follow and not done[0]
-        )
+        control.follow(Path(state.log_path), control.stdout_bytes(), lines, lambda: follow)
         return 0
 
     _exit(go)
@@ -117,7 +114,7 @@ def attach(
         out = control.stdout_bytes()
         out.write(b"\x1b[2J\x1b[H")
         try:
-            control.follow(Path(state.cast_path), out, True, 0, lambda: True, cast=True)
+            control.follow(Path(state.cast_path), out, 0, lambda: True, cast=True)
         except KeyboardInterrupt:
             pass
         finally:

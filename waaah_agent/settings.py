@@ -165,6 +165,17 @@ def proxy_env(url: str, api_key: str | None) -> dict[str, str]:
     return env
 
 
+def user_folder(env: Mapping[str, str], kind: str) -> Path:
+    """The user's ``config`` or ``state`` folder (``$XDG_CONFIG_HOME``, ``$XDG_STATE_HOME``, else
+    under ``$HOME``), from the environment given: a test's throwaway HOME counts, the real one not."""
+    variable, default = {
+        "config": ("XDG_CONFIG_HOME", ".config"),
+        "state": ("XDG_STATE_HOME", ".local/state"),
+    }[kind]
+    given = env.get(variable)
+    return Path(given) if given else Path(env.get("HOME") or "~").expanduser() / default
+
+
 def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
     """--notify URLs, then those of the variable (space-separated), each once."""
     urls = [*(flags or []), *env.get(NOTIFY, "").split()]

@@ -29,7 +29,7 @@ def test_attach_prints_new_screen_output_and_follows_a_roll_over(tmp_path: Path)
 
     writer = threading.Thread(target=write_more)
     writer.start()
-    control.follow(cast, out, True, 0, lambda: not stop.is_set(), cast=True)
+    control.follow(cast, out, 0, lambda: not stop.is_set(), cast=True)
     writer.join()
     shown = out.getvalue()
     assert b"OLD" not in shown and b"\x1b[1mNEW\x1b[0m" in shown and b"AFTER-ROLL" in shown
@@ -48,5 +48,5 @@ def test_tail_shows_the_last_lines_then_what_is_added(tmp_path: Path) -> None:
             fh.write("line new\n")
 
     threading.Thread(target=add).start()
-    control.follow(log, out, True, 3, lambda: time.monotonic() < deadline)
+    control.follow(log, out, 3, lambda: time.monotonic() < deadline)
     assert out.getvalue().decode().splitlines() == ["line 97", "line 98", "line 99", "line new"]

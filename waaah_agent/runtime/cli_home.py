@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent import settings
 from waaah_agent.core import home_overlay, mcpconf
 from waaah_agent.core.home_overlay import SETTINGS, Action, Kind
 from waaah_agent.runtime.mcp_setup import (
@@ -52,8 +53,7 @@ STATE_FILE_CAP = 4 * 1024 * 1024
 
 def homes_root(env: Mapping[str, str]) -> Path:
     """Where run homes live: the user's state folder, never inside a workspace."""
-    state = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or "~").expanduser() / ".local" / "state")
-    return Path(state) / "waaah-agent" / "homes"
+    return settings.user_folder(env, "state") / "waaah-agent" / "homes"
 
 
 @dataclass(frozen=True)

@@ -84,28 +84,23 @@ def wait_until_stopped(folder: Path, seconds: float, sleep: Callable[[float], No
 
 
 def follow(
-    path: Path,
-    out: IO[bytes],
-    start_at_end: bool,
-    lines: int,
-    keep_going: Callable[[], bool],
-    cast: bool = False,
+    path: Path, out: IO[bytes], lines: int, keep_going: Callable[[], bool], cast: bool = False
 ) -> None:
-    """Print a growing file: its last ``lines`` lines (or from its end), then what is added.
+    """Print a growing file: its last ``lines`` lines, then what is added.
 
-    ``cast``: the file is an asciicast; what is printed is the output of its ``"o"`` events."""
+    ``cast``: the file is an asciicast; what is printed is the output of its ``"o"`` events
+    added from now on (an earlier screen is no use to a screen drawn over)."""
     try:
         fh = path.open("rb")
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from None
     try:
         size = os.fstat(fh.fileno()).st_size
-        if start_at_end or cast:
-            fh.seek(max(0, size - (0 if cast else 256 * 1024)))
-            if not cast:
-                tail = fh.read().split(b"\n")
-                out.write(b"\n".join(tail[-lines - 1 :]))
-                out.flush()
+        fh.seek(size if cast else max(0, size - 256 * 1024))
+        if not cast:
+            tail = fh.read().split(b"\n")
+            out.write(b"\n".join(tail[-lines - 1 :]))
+            out.flush()
         pending = b""
         while keep_going():
             chunk = fh.read(1 << 16)

@@ -15,6 +15,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from waaah_agent import settings
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
@@ -24,8 +25,7 @@ MAX_KEY_BYTES = 4096
 
 
 def folder(env: Mapping[str, str]) -> Path:
-    config = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or "~").expanduser() / ".config")
-    return Path(config) / "waaah-agent"
+    return settings.user_folder(env, "config") / "waaah-agent"
 
 
 def path(env: Mapping[str, str]) -> Path:

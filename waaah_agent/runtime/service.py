@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from waaah_agent import settings
 from waaah_agent.core.service import Service, launchd_plist, systemd_unit
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
@@ -24,11 +25,11 @@ MARK = "# Written by `waaah service install`"
 
 
 def unit_path(env: Mapping[str, str], name: str, darwin: bool = sys.platform == "darwin") -> Path:
-    home = Path(env.get("HOME") or "~").expanduser()
     if darwin:
-        return home / "Library" / "LaunchAgents" / f"dev.waaah.{name}.plist"
-    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
-    return config / "systemd" / "user" / f"{name}.service"
+        return (
+            Path(env.get("HOME") or "~").expanduser() / "Library" / "LaunchAgents" / f"dev.waaah.{name}.plist"
+        )
+    return settings.user_folder(env, "config") / "systemd" / "user" / f"{name}.service"
 
 
 def systemctl(*args: str, env: Mapping[str, str]) -> tuple[bool, str]:

@@ -11,10 +11,9 @@ import contextlib
 import os
 import random
 import shlex
-import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
-from waaah_agent.runtime.signals import signal_pipe
+from waaah_agent.runtime.signals import signal_pipe, stop_signals_unwind
 from waaah_agent.runtime.startup import (
     AgentOptions,
     agent_env,
@@ -303,22 +302,6 @@ def start_alerts(
     notifier = Notifier(opts.notify, where)
     session.observers.append(notifier.observe)
     return notifier
-
-
-@contextlib.contextmanager
-def stop_signals_unwind() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt here (the default would end the process with
-    no ``finally`` run); the handlers before are restored at the end."""
-
-    def unwind(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    before = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def keep_typed(env: Mapping[str, str], server: mcp_setup.ServerChoice, console: Console) -> None:

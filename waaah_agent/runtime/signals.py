@@ -74,3 +74,19 @@ def wait_interruptibly(seconds: float, stdin_fd: int | None) -> str | None:
                 if any(seq in keys for seq in CTRL_C):
                     return "Ctrl+C"
     return None
+
+
+@contextlib.contextmanager
+def stop_signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt here (the default would end the process with
+    no ``finally`` run); the handlers before are restored at the end."""
+
+    def unwind(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    before = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
