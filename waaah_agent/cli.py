@@ -14,10 +14,9 @@ from waaah_agent import adapters, settings
 from waaah_agent.cli_config import config
 from waaah_agent.cli_control import attach, pause, resume, send, stop, tail
 from waaah_agent.cli_mcp import mcp_app, mcp_proxy
+from waaah_agent.cli_oneshot import run
 from waaah_agent.cli_options import (
     ALL_CLIS,
-    FORMATS,
-    HEADLESS_CLIS,
     NOT_NEGATIVE,
     POSITIVE,
     RESUME_ID,
@@ -25,16 +24,12 @@ from waaah_agent.cli_options import (
     _any_clis,
     _cli_args,
     _flag_only,
-    _format,
-    _headless_cli,
-    _headless_list,
-    _headless_names,
     _interactive_cli,
     _version,
 )
 from waaah_agent.cli_reading import replay, sessions, status
 from waaah_agent.cli_report import report
-from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env, quota, route
+from waaah_agent.cli_route import quota, route
 from waaah_agent.cli_run import _exit, _masked
 from waaah_agent.cli_service import service_app
 from waaah_agent.errors import RUN_EXIT_CODES, WaaahError, exit_codes, table
@@ -311,133 +306,7 @@ def doctor(
     raise typer.Exit(doc.exit_code(checks))
 
 
-@app.command(cls=PassThrough, epilog=f"Exit codes: {RUN_EXITS}")
-def run(
-    ctx: typer.Context,
-    prompt: Annotated[
-        str | None,
-        typer.Argument(help='The prompt. Omitted or "-": read from stdin. Example: waaah run "explain x.py"'),
-    ] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            "--agent",
-            envvar=settings.DEFAULT_AGENT_VAR,
-            callback=_headless_cli,
-            metavar=HEADLESS_CLIS,
-            help="The CLI to run (else the one of --session, else the variable, else "
-            f"{settings.DEFAULT_AGENT}). Example: --agent claude",
-        ),
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help="Continue a run (its log id or its CLI's session id) through the CLI's own resume; "
-            "appends to its log.",
-        ),
-    ] = None,
-    parent: Annotated[
-        str | None,
-        typer.Option(
-            "--parent",
-            envvar=settings.PARENT_ID,
-            callback=_flag_only,
-            help="Link this run under a run or supervised session (else the variable) in `waaah sessions`.",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            callback=POSITIVE,
-            metavar="SECONDS>0",
-            help="Seconds for the whole run: every attempt, wait and fallback. Example: --timeout 300",
-        ),
-    ] = settings.RUN_TIMEOUT,
-    fallback: Annotated[
-        str | None,
-        typer.Option(
-            "--fallback",
-            envvar="WAAAH_FALLBACK",
-            callback=_headless_list,
-            metavar="CLI[,CLI...]",
-            help=f"CLIs to try next, in order, each one of {', '.join(_headless_names())}. "
-            "Example: --fallback claude,gemini",
-        ),
-    ] = None,
-    context: Annotated[
-        Path | None,
-        typer.Option(
-            "--context", help="A file put before the prompt (default: CONTEXT.md of the workspace)."
-        ),
-    ] = None,
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            callback=_format,
-            metavar=f"[{'|'.join(FORMATS)}]",
-            help="json (the envelope), text (the answer) or llm (for a model). Example: --format text",
-        ),
-    ] = "json",
-    workspace: Annotated[
-        Path | None,
-        typer.Option("--workspace", help="Run here (its git root). Default: the current directory."),
-    ] = None,
-    pass_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--pass-env",
-            envvar=settings.PASS_ENV,
-            callback=_flag_only,
-            metavar="NAME",
-            help="Also give the CLI this variable (repeatable; NAME_ is a prefix; the variable "
-            "adds more, comma-separated: A,B_). Other providers' keys and cloud credentials are "
-            "withheld by default. Example: --pass-env AWS_",
-        ),
-    ] = None,
-    role: RoleOption = None,
-    breaker_cooldown: CooldownOption = None,
-) -> None:
-    """Run one prompt through an agent CLI headless and print one JSON envelope.
-
-    Retries transient errors, waits out short rate limits, falls back to the next CLI of
-    --fallback on a crash or timeout, all within --timeout. Anything after `--` goes to the CLI.
-    Each run is logged to .waaah/runs/<day>/<log id>.jsonl.
-    """
-    from waaah_agent.runtime import oneshot, run_io
-
-    # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
-    routed = role and not session and (agent is None or _from_env(ctx, "agent"))
-    env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
-    options = run_io.RunOptions(
-        prompt=prompt,
-        agent=None if "agent" in env_only else agent,
-        model=model,
-        session=session,
-        parent=parent,
-        timeout=timeout,
-        fallback=[]
-        if "fallback" in env_only
-        else [a.strip() for a in (fallback or "").split(",") if a.strip()],
-        context=context,
-        format=fmt,
-        extra_args=_cli_args(ctx),
-        workspace=workspace,
-        pass_env=settings.pass_env(pass_env, os.environ),
-        role=role,
-        breaker_cooldown=breaker_cooldown,
-    )
-
-    def go() -> int:
-        oneshot.interrupt_on_sigterm()
-        return oneshot.execute(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
-
-    _exit(go)
-
-
+app.command(cls=PassThrough, epilog=f"Exit codes: {RUN_EXITS}")(run)
 app.command()(sessions)
 app.command()(status)
 app.command()(replay)
