@@ -191,6 +191,18 @@ def agent(
             "saved, an alert goes out and waaah exits with 17. Example: --max-tokens 5000000",
         ),
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            envvar=settings.MAX_COST,
+            min=0.000001,
+            metavar="USD",
+            help="Cost budget of the session in US dollars, from the transcript's tokens per model and "
+            "your price table (prices.toml in waaah's config folder, or WAAAH_PRICES; see README "
+            "Budgets); reached, it ends the session as --max-tokens does. Example: --max-cost 20",
+        ),
+    ] = None,
     notify: Annotated[
         list[str] | None,
         typer.Option(
@@ -249,6 +261,7 @@ def agent(
             record_budget=record_budget * 1024 * 1024,
             notify=settings.notify_urls(notify, env),
             max_tokens=max_tokens,
+            max_cost=max_cost,
             tokens_every=from_env.tokens_every,
             log_roll=from_env.log_roll,
         )

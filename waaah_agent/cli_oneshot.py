@@ -112,6 +112,29 @@ def run(
         ),
     ] = None,
     role: RoleOption = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            envvar=settings.RUN_MAX_TOKENS,
+            min=1,
+            metavar="N",
+            help="Token budget of this run (input + output over its attempts): once spent, no retry or "
+            "fallback starts (error_type budget, exit 17); the attempt in hand finishes. "
+            "Example: --max-tokens 200000",
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            envvar=settings.RUN_MAX_COST,
+            min=0.000001,
+            metavar="USD",
+            help="The same in US dollars: the CLI's own figure (claude, opencode), else the tokens at "
+            "your price table's prices (README Budgets). Example: --max-cost 0.50",
+        ),
+    ] = None,
     breaker_cooldown: CooldownOption = None,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
@@ -142,6 +165,8 @@ def run(
         pass_env=settings.pass_env(pass_env, os.environ),
         role=role,
         breaker_cooldown=breaker_cooldown,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
     )
 
     def go() -> int:

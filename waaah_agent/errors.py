@@ -32,7 +32,7 @@ class ExitCode(IntEnum):
     INVALID_MODEL = 14
     CRASH = 15
     TRANSIENT = 16
-    BUDGET = 17  # `waaah agent`: --max-tokens reached
+    BUDGET = 17  # --max-tokens or --max-cost reached
     INTERRUPTED = 130
 
 
@@ -141,7 +141,7 @@ def exit_codes(restart_budget: int, restart_window: float) -> dict[int, str]:
         ExitCode.AGENT_FAILED: "the agent CLI exited with an error of its own",
         ExitCode.RESTARTS_SPENT: "the agent kept crashing: the restart budget "
         f"(--restart-budget, default {restart_budget} per {restart_window / 60:g} minutes) was spent",
-        ExitCode.BUDGET: "the session reached --max-tokens and stopped after the task in hand (saved, resumable)",
+        ExitCode.BUDGET: "the session reached --max-tokens or --max-cost and stopped after the task in hand (saved, resumable)",
         ExitCode.INTERRUPTED: "interrupted before the agent started",
     }
 
@@ -157,6 +157,7 @@ RUN_EXIT_BY_TYPE: dict[ErrorType, ExitCode] = {
     ErrorType.CRASH: ExitCode.CRASH,
     ErrorType.TRANSIENT: ExitCode.TRANSIENT,
     ErrorType.INTERRUPTED: ExitCode.INTERRUPTED,
+    ErrorType.BUDGET: ExitCode.BUDGET,
 }
 
 #: What each exit code of `waaah run` means.
@@ -171,6 +172,7 @@ RUN_EXIT_CODES: dict[int, str] = {
     ExitCode.CRASH: "crash (or the CLI is not installed)",
     ExitCode.TRANSIENT: "transient error",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.BUDGET: "budget spent (--max-tokens, --max-cost) before an answer",
 }
 
 

@@ -44,11 +44,15 @@ LIMIT_MARGIN_SECONDS = "WAAAH_LIMIT_MARGIN_SECONDS"
 LIMIT_DEFAULT_SECONDS = "WAAAH_LIMIT_DEFAULT_SECONDS"
 RESTART_BASE_SECONDS = "WAAAH_RESTART_BASE_SECONDS"
 MAX_TOKENS = "WAAAH_MAX_TOKENS"
+RUN_MAX_TOKENS = "WAAAH_RUN_MAX_TOKENS"  # `waaah run --max-tokens` (the session's is MAX_TOKENS)
+RUN_MAX_COST = "WAAAH_RUN_MAX_COST"  # `waaah run --max-cost`
+MAX_COST = "WAAAH_MAX_COST"  # US dollars: the session's cost budget (prices: PRICES)
 TOKENS_CHECK_SECONDS = "WAAAH_TOKENS_CHECK_SECONDS"  # how often --max-tokens reads the transcript
 TOKENS_CHECK_EVERY = 60.0
 NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
 BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a breaker stays open
 ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
+PRICES = "WAAAH_PRICES"  # the price table file (--max-cost, costs in reports)
 
 # ----- defaults -------------------------------------------------------------------------------------
 

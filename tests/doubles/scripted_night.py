@@ -34,7 +34,16 @@ SCRIPT: list[tuple[float, str, dict[str, Any]]] = [
     (101.3, "state", {"state": "busy", "evidence": "title: Working"}),
     (102, "mcp-tool_start", {"tool": "wait_for_prompt"}),
     (102, "state", {"state": "tool", "evidence": "MCP tap"}),
-    (120, "tokens", {"source": "chat.jsonl", "input": 120000, "output": 3400}),
+    (
+        120,
+        "tokens",
+        {
+            "source": "chat.jsonl",
+            "input": 120000,
+            "output": 3400,
+            "models": {"gemini-2.5-pro": {"input": 120000, "output": 3400, "cached": 0}},
+        },
+    ),
     (150, "mcp-tool_end", {"tool": "wait_for_prompt", "outcome": "task", "task_id": "task-2"}),
     (150, "state", {"state": "busy", "evidence": "title: Working"}),
     (170, "mcp-tool_end", {"tool": "block_task", "outcome": "ok"}),
@@ -49,7 +58,16 @@ SCRIPT: list[tuple[float, str, dict[str, Any]]] = [
     (203, "state", {"state": "busy", "evidence": "title: Working"}),
     (204, "mcp-tool_start", {"tool": "wait_for_prompt"}),
     (204, "state", {"state": "tool", "evidence": "MCP tap"}),
-    (240, "tokens", {"source": "chat.jsonl", "input": 250000, "output": 7000}),
+    (
+        240,
+        "tokens",
+        {
+            "source": "chat.jsonl",
+            "input": 250000,
+            "output": 7000,
+            "models": {"gemini-2.5-pro": {"input": 250000, "output": 7000, "cached": 50000}},
+        },
+    ),
     (300, "limit", {"until": "2026-11-24T02:00:00+00:00", "how": "banner", "banner": "Usage limit reached"}),
     (300, "state", {"state": "limited", "evidence": "screen: usage limit"}),
     (360, "limit-over", {}),
@@ -57,7 +75,16 @@ SCRIPT: list[tuple[float, str, dict[str, Any]]] = [
     (360.5, "state", {"state": "busy", "evidence": "title: Working"}),
     (361, "mcp-tool_start", {"tool": "wait_for_prompt"}),
     (361, "state", {"state": "tool", "evidence": "MCP tap"}),
-    (420, "tokens", {"source": "chat.jsonl", "input": 300000, "output": 8000}),
+    (
+        420,
+        "tokens",
+        {
+            "source": "chat.jsonl",
+            "input": 300000,
+            "output": 8000,
+            "models": {"gemini-2.5-pro": {"input": 300000, "output": 8000, "cached": 100000}},
+        },
+    ),
     (480, "stop", {"reason": "user"}),
 ]
 
@@ -69,7 +96,12 @@ EXPECTED = {
     "tokens_in": 300000,
     "tokens_out": 8000,
     "limited_minutes": 60,
+    # At PRICES: 200,000 input x 1.25 + 100,000 cached x 0.31 + 8,000 output x 10, per million.
+    "cost": "$0.36",
 }
+
+#: A price table (prices.toml) for the night's model.
+PRICES = '["gemini-2.5-pro"]\ninput = 1.25\ncached = 0.31\noutput = 10.0\n'
 
 
 def write_night(workspace: Path) -> Path:

@@ -94,9 +94,11 @@ def test_control_without_a_running_session_says_so(tmp_path):
     time.sleep(0)
 
 
-def test_a_token_budget_stops_the_session_after_the_task_with_an_alert(tmp_path):
-    """--max-tokens with the real gemini: its transcript's totals pass the budget during the
-    first turns; the session stops once the agent is back in its wait, saved, exit code 17."""
+@pytest.mark.parametrize(("cli", "kind"), [("gemini", "token"), ("claude", "cost")])
+def test_a_budget_stops_the_session_after_the_task_with_an_alert(cli, kind, tmp_path):
+    """--max-tokens with the real gemini, --max-cost with the real claude (its transcript's
+    tokens at the user's prices): the totals pass the budget during the first turns; the session
+    stops once the agent is back in its wait, saved, exit code 17."""
     from tests.runtime.test_alerts import Endpoint
 
     ws = workspace_for(tmp_path)
@@ -109,28 +111,33 @@ def test_a_token_budget_stops_the_session_after_the_task_with_an_alert(tmp_path)
     endpoint = Endpoint()
     try:
         with FakeModel(script, default=Text("OK")) as model, WaaahServer() as server:
-            env = cli_env("gemini", tmp_path / "home", ws, model.url)
+            env = cli_env(cli, tmp_path / "home", ws, model.url)
             env["WAAAH_TOKENS_CHECK_SECONDS"] = "1"
-            args = (
-                "--start=gemini",
-                f"--server={server.url}",
-                "--max-tokens",
-                "2000",
-                "--notify",
-                endpoint.url,
-            )
+            if kind == "token":
+                budget = ("--max-tokens", "2000")
+            else:  # $1 per thousand tokens of any model
+                prices = tmp_path / "home" / ".config" / "waaah-agent" / "prices.toml"
+                prices.parent.mkdir(parents=True, exist_ok=True)
+                prices.write_text('["*"]\ninput = 1000.0\noutput = 1000.0\n')
+                budget = ("--max-cost", "2")
+            args = (f"--start={cli}", f"--server={server.url}", *budget, "--notify", endpoint.url)
             child = spawn(ws, env, *args)
             child.expect(pexpect.EOF, timeout=120)
             child.close()
             assert child.exitstatus == 17, child.before.decode(errors="replace")[-2000:]
-            assert "reached its token budget" in child.before.decode(errors="replace")
+            assert f"reached its {kind} budget" in child.before.decode(errors="replace")
             assert len(model.main_requests()) >= 2
     finally:
         endpoint.close()
     st = state(ws)
     assert st["status"] == "stopped" and st["tokens"]["input"] + st["tokens"]["output"] >= 2000
-    budget = [e for e in events(ws) if e["event"] == "budget"]
-    assert budget and budget[0]["limit"] == 2000
+    budget_events = [e for e in events(ws) if e["event"] == "budget"]
+    if kind == "token":
+        assert budget_events and budget_events[0]["limit"] == 2000
+    else:
+        assert budget_events and budget_events[0]["cost_limit"] == 2.0 and budget_events[0]["cost_usd"] >= 2.0
+        assert [list(models) for models in st["token_models"].values()] == [["claude-opus-5-5"]]
+        assert st["options"]["max_cost"] == 2.0  # kept for --resume
     assert [e["reason"] for e in events(ws) if e["event"] == "end"] == ["budget"]
     assert not [e for e in events(ws) if e["event"] == "nudge"]
-    assert [a["title"] for a in endpoint.received] == ["waaah: gemini reached its token budget"]
+    assert [a["title"] for a in endpoint.received] == [f"waaah: {cli} reached its {kind} budget"]

@@ -70,3 +70,41 @@ def test_a_bad_config_file_is_one_line_and_exit_2_for_every_command(workspace, f
     path.mkdir()
     done = run(workspace, env, "config")
     assert done.returncode == 2 and "directory" in done.stderr
+
+
+def test_a_cost_budget_needs_a_readable_price_table_said_in_one_line(workspace, fake_home, tmp_path):
+    """--max-cost: no table, a FIFO, a huge file, bad bytes or a bad entry stop the start with one
+    line naming the file (never a hang, never a budget that can't be judged)."""
+    env = sim_env(fake_home)
+    table = fake_home / ".config" / "waaah-agent" / "prices.toml"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [
+        (None, {}, "--max-cost needs the prices of the models"),
+        (b'["m"]\ninput = 1\n', {}, "no output price"),
+        (b"\xff\xfe", {}, "is not UTF-8"),
+        (b"#" * (300 * 1024), {}, "cannot be read"),
+        (None, {"WAAAH_PRICES": str(fifo)}, "cannot be read"),
+        (None, {"WAAAH_PRICES": str(tmp_path / "gone.toml")}, "WAAAH_PRICES names"),
+    ]
+    for content, extra, said in cases:
+        if content is None:
+            table.unlink(missing_ok=True)
+        else:
+            table.write_bytes(content)
+        done = subprocess.run(
+            [WAAAH, "agent", "--start=simulated", "--no-mcp", "--max-cost", "5"],
+            cwd=workspace,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 2, (said, done.stderr)
+        assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert session_dirs(workspace) == []  # nothing was started
+    table.write_text('["*"]\ninput = 1.0\noutput = 2.0\n')
+    shown = run(workspace, env, "config").stdout
+    assert "max_cost" in shown and "prices" in shown

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doubles.scripted_night import EXPECTED, SESSION, write_night
+from tests.doubles.scripted_night import EXPECTED, PRICES, SESSION, write_night
 from tests.runtime.helpers import WAAAH, retry_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,6 +42,9 @@ def night(tmp_path: Path) -> Path:
     ws.mkdir()
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     write_night(ws)
+    prices = tmp_path / "home" / ".config" / "waaah-agent" / "prices.toml"
+    prices.parent.mkdir(parents=True)
+    prices.write_text(PRICES)  # the user keeps a price table: the report shows the cost too
     return ws
 
 
@@ -54,6 +57,7 @@ def test_the_terminal_summary_tells_the_night(night):
     assert f"tasks served: {EXPECTED['tasks']}" in out and "task-2  blocked" in out
     assert f"nudges: {EXPECTED['nudges']} ({EXPECTED['answered']} answered" in out
     assert "after exit code 1" in out and "tokens: 300,000 in, 8,000 out" in out
+    assert f"cost: {EXPECTED['cost']} at your price table's prices" in out
     assert waaah(night, "report", SESSION[:12]).stdout == out  # a unique start of the id
     assert waaah(night, "report", "--since", "100000d").returncode == 0
 
@@ -87,6 +91,7 @@ def test_the_html_page_renders_its_timeline_and_numbers_in_chromium(night, tmp_p
         "tokens-in": "300,000",
         "tokens-out": "8,000",
     }
+    assert f'data-n="cost">{EXPECTED["cost"]}<' in dom and "cost (USD)" in dom
     assert re.search(r'data-kind="usage limit">.*?<td class="share">12\.\d %</td>', dom)
 
     shot = tmp_path / "night.png"

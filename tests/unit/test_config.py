@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from waaah_agent.core.config import ConfigProblem, parse, template
+from waaah_agent.core.config import KEYS, ConfigProblem, parse, template
 
 
 def test_each_key_becomes_its_variable():
@@ -50,6 +50,8 @@ breaker_cooldown = 120
         ('fallback = ["claude", 3]', "a list of CLI names"),
         ("[server]\nurl = 1", "an http(s) URL"),
         ("heartbeat = [", "not TOML"),
+        ("max_cost = 0", "an amount of US dollars"),
+        ('run_max_cost = "1"', "an amount of US dollars"),
     ],
 )
 def test_a_wrong_key_or_value_is_one_line_with_an_example(text, said):
@@ -60,4 +62,4 @@ def test_a_wrong_key_or_value_is_one_line_with_an_example(text, said):
 
 def test_the_example_is_a_valid_config_once_uncommented():
     lines = [line[2:] for line in template().splitlines() if line.startswith("# ") and " = " in line]
-    assert len(parse("\n".join(lines))) == 11
+    assert len(parse("\n".join(lines))) == len(KEYS) == 15

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from tests.doubles.scripted_night import EVENING, EXPECTED, SCRIPT, SESSION
 from waaah_agent.core.night_report import duration, read_night, summary_lines
+from waaah_agent.core.prices import parse
 
 
 def scripted() -> list[dict]:
@@ -69,3 +70,31 @@ def test_summary_and_durations():
     assert "tasks served: 2" in text and "nudges: 3 (2 answered" in text and "restarts: 1" in text
     assert "tokens: 300,000 in, 8,000 out" in text and "usage limit" in text
     assert (duration(40), duration(725), duration(8 * 3600 + 60)) == ("40s", "12m 05s", "8h 01m")
+
+
+def test_each_tokens_event_is_its_session_s_total_and_sessions_add_up():
+    """A session's events hold its totals so far (whatever transcript file they name, or none):
+    the night's are the sum of each session's latest, never a file counted twice."""
+    one = [
+        {"event": "start", "t": 0},
+        {"event": "tokens", "source": "a.jsonl", "input": 100, "output": 10, "t": 10},
+        {"event": "tokens", "input": 150, "output": 15, "t": 20},  # the budget's quiet read: no source
+        {"event": "tokens", "source": "b.jsonl", "input": 200, "output": 20, "t": 30},  # a second file
+    ]
+    two = [{"event": "start", "t": 5}, {"event": "tokens", "input": 1000, "output": 1, "t": 25}]
+    night = read_night([("one", one, None), ("two", two, None)])
+    assert night.tokens == [(10, 100, 10), (20, 150, 15), (25, 1150, 16), (30, 1200, 21)]
+    assert night.costs == []  # no price table
+
+
+def test_with_a_price_table_the_night_has_its_cost_over_time():
+    night = read_night(
+        [(SESSION, scripted(), None)], parse('["gemini-*"]\ninput = 1.25\ncached = 0.31\noutput = 10.0\n')
+    )
+    assert [round(usd, 4) for _, usd in night.costs] == [0.184, 0.3355, 0.361]
+    text = "\n".join(summary_lines(night, str))
+    assert f"cost: {EXPECTED['cost']} at your price table's prices" in text
+    unpriced = read_night([(SESSION, scripted(), None)], parse('["other"]\ninput = 2.0\noutput = 20.0\n'))
+    assert unpriced.unpriced == ["gemini-2.5-pro"] and "gemini-2.5-pro at its highest prices" in "\n".join(
+        summary_lines(unpriced, str)
+    )

@@ -144,7 +144,7 @@ def own_session(env: Mapping[str, str], workspace: Path, since: float) -> str | 
     return min(found)[1] if found else None
 
 
-def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
     """The usage of each model response: ``token_usage_record`` records, by ``response_id``.
     codex's ``input_tokens`` include the cached ones (OpenAI's usage), as ours do."""
     payload = record.get("payload")
@@ -164,7 +164,17 @@ def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
             output=_count(usage.get("output_tokens")),
             cached=_count(cached),
         ),
+        "",  # the model is named once per turn: codex_turn_model
     )
+
+
+def codex_turn_model(record: dict[str, Any]) -> str:
+    """The model a ``turn_context`` record names for the responses after it."""
+    payload = record.get("payload")
+    if record.get("type") != "turn_context" or not isinstance(payload, dict):
+        return ""
+    model = payload.get("model")
+    return model[:200] if isinstance(model, str) else ""
 
 
 def _count(value: Any) -> int:
@@ -173,7 +183,7 @@ def _count(value: Any) -> int:
 
 def codex_counter() -> UsageCounter:
     """A counter for a codex session file."""
-    return UsageCounter(codex_entries)
+    return UsageCounter(codex_entries, codex_turn_model)
 
 
 def _toml(value: Any) -> str:

@@ -39,10 +39,9 @@ def alert_for(event: Mapping[str, Any], where: Where) -> Alert | None:
         why = f"{agent} kept stopping; the restart budget is spent: {event.get('detail', '')}"
         return Alert("gave-up", f"waaah: {agent} gave up", why + tail, "failure")
     if name == "end" and event.get("reason") == "budget":
-        text = (
-            f"{agent} reached its token budget and stopped after the task in hand: {event.get('detail', '')}"
-        )
-        return Alert("budget", f"waaah: {agent} reached its token budget", text + tail, "failure")
+        which = "cost" if "--max-cost" in str(event.get("detail", "")) else "token"
+        text = f"{agent} reached its {which} budget and stopped after the task in hand: {event.get('detail', '')}"
+        return Alert("budget", f"waaah: {agent} reached its {which} budget", text + tail, "failure")
     if name == "end" and event.get("reason") == "login":
         return Alert("login", f"waaah: {agent} needs a login", f"{event.get('detail', '')}" + tail, "failure")
     if name == "login-wait":

@@ -20,7 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
 @dataclass(frozen=True)
 class Key:
     variable: str
-    kind: str  # "url", "text", "path", "seconds", "count", "list", "agents"
+    kind: str  # "url", "text", "path", "seconds", "count", "dollars", "list", "agents"
     help: str
     example: str
 
@@ -38,6 +38,15 @@ KEYS: dict[str, Key] = {
     ),
     "stall_timeout": Key("WAAAH_STALL_TIMEOUT", "seconds", "seconds without progress before Esc", "900"),
     "max_tokens": Key("WAAAH_MAX_TOKENS", "count", "the session's token budget", "5000000"),
+    "max_cost": Key("WAAAH_MAX_COST", "dollars", "the session's cost budget, US dollars", "20.0"),
+    "run_max_tokens": Key("WAAAH_RUN_MAX_TOKENS", "count", "each `waaah run`'s token budget", "500000"),
+    "run_max_cost": Key("WAAAH_RUN_MAX_COST", "dollars", "each `waaah run`'s cost budget, US dollars", "1.0"),
+    "prices": Key(
+        "WAAAH_PRICES",
+        "path",
+        "the price table (US dollars per million tokens per model) for max_cost",
+        '"~/.config/waaah-agent/prices.toml"',
+    ),
     "notify": Key("WAAAH_NOTIFY", "list", "apprise URLs for alerts", '["ntfys://ntfy.sh/my-night"]'),
     "record_budget_mb": Key(
         "WAAAH_RECORD_BUDGET_MB", "count", "disk for a session's logs and record, MB", "200"
@@ -87,7 +96,7 @@ def _value(name: str, key: Key, value: Any) -> str:
         if key.kind == "url" and not value.startswith(("http://", "https://")):
             raise wrong
         return value.strip()
-    if key.kind in ("seconds", "count"):
+    if key.kind in ("seconds", "count", "dollars"):
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
         if not ok or (key.kind == "count" and not float(value).is_integer()):
             raise wrong
@@ -106,6 +115,7 @@ def _expected(kind: str) -> str:
         "path": "a path in quotes",
         "seconds": "a number of seconds above 0",
         "count": "a whole number above 0",
+        "dollars": "an amount of US dollars above 0",
         "list": "a list of URLs in quotes",
         "agents": "a list of CLI names in quotes",
     }[kind]

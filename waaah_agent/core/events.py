@@ -134,6 +134,8 @@ class TokensCounted:
 
     total: int
     limit: int | None  # --max-tokens; None: no budget
+    cost: float | None = None  # US dollars at the user's prices (None: no --max-cost)
+    cost_limit: float | None = None  # --max-cost
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ class ErrorType(StrEnum):
     TRANSIENT = "transient"
     INVALID_INPUT = "invalid_input"
     INTERRUPTED = "interrupted"
+    BUDGET = "budget"  # --max-tokens / --max-cost of the run spent: no more attempts
 
 
 TIMEOUT = ErrorType.TIMEOUT
@@ -39,6 +40,7 @@ CRASH = ErrorType.CRASH
 TRANSIENT = ErrorType.TRANSIENT
 INVALID_INPUT = ErrorType.INVALID_INPUT
 INTERRUPTED = ErrorType.INTERRUPTED
+BUDGET = ErrorType.BUDGET
 
 RECOVERABLE: dict[ErrorType, bool] = {
     TIMEOUT: True,

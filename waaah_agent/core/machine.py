@@ -190,15 +190,25 @@ class Machine(MachineParts):
         self._look(now + SEND_ESC_AGAIN)
 
     def _tokens(self, event: TokensCounted, now: float) -> None:
-        """--max-tokens: once reached, no more nudges; the run stops when the agent is done
-        with what it works on (idle at its prompt, or back in wait_for_prompt)."""
-        if event.limit is None or event.total < event.limit or self.budget_spent:
+        """--max-tokens / --max-cost: once reached, no more nudges; the run stops when the agent
+        is done with what it works on (idle at its prompt, or back in wait_for_prompt)."""
+        if self.budget_spent:
             return
-        self.budget_spent = f"{event.total:,} tokens used, --max-tokens {event.limit:,}"
-        self._record("budget", tokens=event.total, limit=event.limit)
-        self._notice(f"token budget reached ({self.budget_spent}): stopping once the task in hand is done")
+        if event.limit is not None and event.total >= event.limit:
+            self.budget_spent = f"{event.total:,} tokens used, --max-tokens {event.limit:,}"
+            what = "token"
+            self._record("budget", tokens=event.total, limit=event.limit)
+        elif event.cost_limit is not None and event.cost is not None and event.cost >= event.cost_limit:
+            self.budget_spent = f"${event.cost:,.2f} spent, --max-cost ${event.cost_limit:,.2f}"
+            what = "cost"
+            self._record(
+                "budget", cost_usd=round(event.cost, 4), cost_limit=event.cost_limit, tokens=event.total
+            )
+        else:
+            return
+        self._notice(f"{what} budget reached ({self.budget_spent}): stopping once the task in hand is done")
         self._emit(
-            Title(f"waaah: {self.cfg.agent} reached its token budget; stopping after this task", hold=True)
+            Title(f"waaah: {self.cfg.agent} reached its {what} budget; stopping after this task", hold=True)
         )
         self._look(now)
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from waaah_agent.core.prices import Prices, cost_of
+
 #: How each recorded state counts in the night's picture.
 KIND_OF_STATE = {
     "busy": "working",
@@ -104,6 +106,13 @@ class Night:
     nudges: list[Nudge] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
     tokens: list[tuple[float, int, int]] = field(default_factory=list)  # (t, input, output), running totals
+    # (t, US dollars), the running cost at the user's prices (empty without a price table)
+    costs: list[tuple[float, float]] = field(default_factory=list)
+    unpriced: list[str] = field(default_factory=list)  # models the table has no price for
+    # Each session's token totals as its events said them: (t, session, input, output, per model)
+    token_points: list[tuple[float, str, int, int, dict[str, dict[str, int]]]] = field(
+        default_factory=list, repr=False
+    )
 
     def shares(self) -> dict[str, float]:
         """The share of the night (0..1) spent in each kind; kinds never seen are left out."""
@@ -120,8 +129,11 @@ class Night:
         return {k: spent[k] for k in KINDS if k in spent}
 
 
-def read_night(sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], float | None]]) -> Night:
-    """A night of one or more sessions: (session id, its events with ``t``, its end or None)."""
+def read_night(
+    sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], float | None]], prices: Prices | None = None
+) -> Night:
+    """A night of one or more sessions: (session id, its events with ``t``, its end or None);
+    with ``prices`` (the user's table) the cost over time too."""
     night = Night()
     for name, events, ended in sessions:
         ordered = sorted((e for e in events if isinstance(e.get("t"), int | float)), key=lambda e: e["t"])
@@ -133,8 +145,29 @@ def read_night(sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], float 
         times = [s.start for s in night.stretches] + [m.t for m in night.markers]
         ends = [s.end for s in night.stretches] + [m.t for m in night.markers]
         night.start, night.end = min(times), max(ends)
-    night.tokens.sort()
+    _token_series(night, prices)
     return night
+
+
+def _token_series(night: Night, prices: Prices | None) -> None:
+    """The night's running totals: each ``tokens`` event holds its session's totals so far, so
+    the night's are the sum of each session's latest."""
+    latest: dict[str, tuple[int, int, dict[str, dict[str, int]]]] = {}
+    unpriced: set[str] = set()
+    for t, session, i, o, models in sorted(night.token_points, key=lambda p: p[0]):
+        latest[session] = (i, o, models)
+        night.tokens.append((t, sum(v[0] for v in latest.values()), sum(v[1] for v in latest.values())))
+        if prices:
+            per_model: dict[str, dict[str, int]] = {}
+            for _, _, session_models in latest.values():
+                for model, counts in session_models.items():
+                    into = per_model.setdefault(model, {"input": 0, "output": 0, "cached": 0})
+                    for key in into:
+                        into[key] += _int(counts.get(key))
+            found = cost_of(per_model, prices)
+            unpriced.update(found.unpriced)
+            night.costs.append((t, found.usd))
+    night.unpriced = sorted(unpriced)
 
 
 def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], ended: float | None) -> None:
@@ -153,7 +186,6 @@ def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], e
 
     task: dict[str, Any] | None = None
     open_nudges: list[int] = []  # nudges not yet followed by a wait_for_prompt (their index)
-    totals: dict[str, tuple[int, int]] = {}
     for e in events:
         t, name_ = float(e["t"]), str(e.get("event", ""))
         if name_ == "state":
@@ -192,9 +224,14 @@ def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], e
             task["outcome"] = "answered"
         elif name_ == "mcp-tool_end" and task is not None and e.get("tool") == "block_task":
             task["outcome"] = "blocked"
-        elif name_ == "tokens":
-            totals[str(e.get("source", ""))] = (_int(e.get("input")), _int(e.get("output")))
-            night.tokens.append((t, sum(i for i, _ in totals.values()), sum(o for _, o in totals.values())))
+        elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
+            models = e.get("models")
+            per_model = (
+                {str(m): c for m, c in models.items() if isinstance(c, dict)}
+                if isinstance(models, dict)
+                else {}
+            )
+            night.token_points.append((t, name, _int(e.get("input")), _int(e.get("output")), per_model))
         if name_ in INTERVENTIONS:
             night.markers.append(Marker(name, t, INTERVENTIONS[name_], _cause(name_, e)))
         if name_ == "nudge":
@@ -269,4 +306,7 @@ def summary_lines(night: Night, clock: Any) -> list[str]:
     if night.tokens:
         _, i, o = night.tokens[-1]
         lines.append(f"tokens: {i:,} in, {o:,} out")
+    if night.costs:
+        unpriced = f" ({', '.join(night.unpriced)} at its highest prices)" if night.unpriced else ""
+        lines.append(f"cost: ${night.costs[-1][1]:,.2f} at your price table's prices{unpriced}")
     return lines

@@ -90,11 +90,15 @@ def _lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             yield record
 
 
-#: One transcript record -> the (message id, usage) pairs it holds.
-Entries = Callable[[dict[str, Any]], Iterator[tuple[str, "Usage"]]]
+#: One transcript record -> the (message id, usage, model) it holds ("": the model is not named).
+Entries = Callable[[dict[str, Any]], Iterator[tuple[str, "Usage", str]]]
 
 
-def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+def _name(value: Any) -> str:
+    return value[:200] if isinstance(value, str) else ""
+
+
+def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
     if record.get("type") != "assistant":
         return
     message = record.get("message")
@@ -115,24 +119,29 @@ def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
             output=_count(usage.get("output_tokens")),
             cached=read,
         ),
+        _name(message.get("model")),
     )
 
 
-def _gemini_message(message: Any) -> tuple[str, Usage] | None:
+def _gemini_message(message: Any) -> tuple[str, Usage, str] | None:
     if not isinstance(message, dict) or message.get("type") != "gemini":
         return None
     tokens = message.get("tokens")
     key = message.get("id")
     if not isinstance(tokens, dict) or not isinstance(key, str) or not key:
         return None
-    return key, Usage(
-        input=_count(tokens.get("input")) + _count(tokens.get("tool")),
-        output=_count(tokens.get("output")) + _count(tokens.get("thoughts")),
-        cached=_count(tokens.get("cached")),
+    return (
+        key,
+        Usage(
+            input=_count(tokens.get("input")) + _count(tokens.get("tool")),
+            output=_count(tokens.get("output")) + _count(tokens.get("thoughts")),
+            cached=_count(tokens.get("cached")),
+        ),
+        _name(message.get("model")),
     )
 
 
-def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage]]:
+def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
     changes = record.get("$set")
     if isinstance(changes, dict):
         messages = changes.get("messages")
@@ -157,17 +166,33 @@ class UsageCounter:
     only: keep a trailing line without its newline back until it is complete."""
 
     entries: Entries
+    # For a CLI that names the model once per turn rather than per message (codex): the model a
+    # record switches to, else "".
+    turn_model: Callable[[dict[str, Any]], str] | None = None
     total: Usage = Usage()
     _seen: dict[str, Usage] = field(default_factory=dict, repr=False)
+    _model: dict[str, str] = field(default_factory=dict, repr=False)
+    _current: str = ""
 
     def feed(self, lines: Iterable[str]) -> Usage:
         """Take more lines; returns the totals so far. Malformed or unrelated lines are skipped."""
         for record in _records(lines):
-            for key, usage in self.entries(record):
+            if self.turn_model is not None:
+                self._current = self.turn_model(record) or self._current
+            for key, usage, model in self.entries(record):
                 previous = self._seen.get(key)
                 self._seen[key] = usage
+                self._model[key] = model or self._model.get(key) or self._current
                 self.total = self.total + usage - (previous or Usage())
         return self.total
+
+    def by_model(self) -> dict[str, dict[str, int]]:
+        """The totals per model ("" for messages whose model no record named)."""
+        found: dict[str, Usage] = {}
+        for key, usage in self._seen.items():
+            model = self._model.get(key, "")
+            found[model] = found.get(model, Usage()) + usage
+        return {model: usage_dict(usage) for model, usage in sorted(found.items())}
 
     @property
     def messages(self) -> int:
@@ -219,4 +244,31 @@ def file_totals(files: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     for counts in files.values():
         for key in total:
             total[key] += int(counts.get(key, 0))
+    return total
+
+
+def record_models(
+    files: Mapping[str, Mapping[str, Mapping[str, int]]], path: str, by_model: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, dict[str, int]]]:
+    """``files`` (a session's totals per transcript file and model) with ``path`` read again;
+    as for :func:`record_file`, a count never goes down."""
+    out = {name: {m: dict(c) for m, c in models.items()} for name, models in files.items()}
+    earlier = out.get(path, {})
+    for model, counts in by_model.items():
+        before = earlier.get(model, {})
+        earlier[model] = {
+            k: max(int(before.get(k, 0)), int(counts.get(k, 0))) for k in ("input", "output", "cached")
+        }
+    out[path] = earlier
+    return out
+
+
+def model_totals(files: Mapping[str, Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """The session's totals per model: the sum over its transcript files."""
+    total: dict[str, dict[str, int]] = {}
+    for models in files.values():
+        for model, counts in models.items():
+            into = total.setdefault(model, {"input": 0, "output": 0, "cached": 0})
+            for key in into:
+                into[key] += int(counts.get(key, 0))
     return total

@@ -158,7 +158,7 @@ def finish(
         )
     if outcome.reason is StopReason.BUDGET:
         raise BudgetReached(
-            f"{adapter.name} reached its token budget ({outcome.detail}) and stopped after the task in hand. {kept}"
+            f"{adapter.name} reached its {'cost' if '--max-cost' in outcome.detail else 'token'} budget ({outcome.detail}) and stopped after the task in hand. {kept}"
         )
     if outcome.reason is StopReason.GAVE_UP:
         how = outcome.status.describe() if outcome.status else "an unknown status"

@@ -9,6 +9,7 @@ end, and the summary says so); a line that is not a JSON object is skipped.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.night_report import Night, duration, read_night, summary_lines
+from waaah_agent.core.prices import Prices
 from waaah_agent.errors import SessionNotFound as NoSession
 from waaah_agent.errors import UsageError, storage_error
-from waaah_agent.runtime import runlog
+from waaah_agent.runtime import price_file, runlog
 from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
 from waaah_agent.runtime.workspace import git_root
@@ -100,13 +102,13 @@ def events_of(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     return found
 
 
-def night_of(chosen: Chosen) -> Night:
+def night_of(chosen: Chosen, prices: Prices | None = None) -> Night:
     root = chosen.workspace / ".waaah" / "sessions"
     parts = []
     for state in chosen.states:
         ended = event_epoch(state.ended) if state.ended else None
         parts.append((state.id, events_of(root / state.id / "events.jsonl", chosen.notes), ended))
-    return read_night(parts)
+    return read_night(parts, prices)
 
 
 def clock(t: float) -> str:
@@ -143,7 +145,8 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
 def report(folder: Path, session: str | None, since: str | None, html: Path | None) -> str:
     """The terminal summary; with ``html``, the page written there too."""
     chosen = choose(folder, session, since)
-    night = night_of(chosen)
+    prices, _ = price_file.load(os.environ)  # costs over time when the user keeps a table
+    night = night_of(chosen, prices)
     lines = summary_lines(night, clock)
     if html is not None:
         from waaah_agent.runtime.night_html import page

@@ -87,8 +87,22 @@ def tokens_figure(night: Night) -> Any:
     times = [_when(t) for t, _, _ in night.tokens]
     fig.add_trace(go.Scatter(name="input", x=times, y=[i for _, i, _ in night.tokens], mode="lines+markers"))
     fig.add_trace(go.Scatter(name="output", x=times, y=[o for _, _, o in night.tokens], mode="lines+markers"))
+    if night.costs:  # the user keeps a price table: the cost on a second axis
+        fig.add_trace(
+            go.Scatter(
+                name="cost (USD)",
+                x=[_when(t) for t, _ in night.costs],
+                y=[usd for _, usd in night.costs],
+                mode="lines",
+                line={"dash": "dot"},
+                yaxis="y2",
+            )
+        )
+        fig.update_layout(yaxis2={"title": "US dollars", "overlaying": "y", "side": "right"})
     fig.update_layout(
-        title="Tokens over the night (running totals)",
+        title="Tokens and cost over the night (running totals)"
+        if night.costs
+        else "Tokens over the night (running totals)",
         height=320,
         margin={"l": 20, "r": 20, "t": 40, "b": 40},
     )
@@ -112,7 +126,13 @@ def page(night: Night, title: str, clock: Callable[[float], str], runs: list[dic
         f'<ul id="numbers"><li>tasks served: <b data-n="tasks">{len(night.tasks)}</b></li>'
         f'<li>nudges: <b data-n="nudges">{len(night.nudges)}</b> ({answered} answered)</li>'
         f'<li>restarts: <b data-n="restarts">{len(night.restarts)}</b></li>'
-        f'<li>tokens: <b data-n="tokens-in">{tokens[1]:,}</b> in, <b data-n="tokens-out">{tokens[2]:,}</b> out</li></ul>'
+        f'<li>tokens: <b data-n="tokens-in">{tokens[1]:,}</b> in, <b data-n="tokens-out">{tokens[2]:,}</b> out</li>'
+        + (
+            f'<li>cost: <b data-n="cost">${night.costs[-1][1]:,.2f}</b> at your prices</li>'
+            if night.costs
+            else ""
+        )
+        + "</ul>"
     )
     timeline = pio.to_html(timeline_figure(night), full_html=False, include_plotlyjs=True, div_id="timeline")
     charts = timeline

@@ -26,11 +26,13 @@ from waaah_agent.adapters.base import Adapter, Headless
 from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.failures import Failure, classify
+from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import cli_share, next_step
+from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import cli_env, clis, routes, runlog
+from waaah_agent.runtime import cli_env, clis, price_file, routes, runlog
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
@@ -134,6 +136,10 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     chain = list(dict.fromkeys([primary, *fallback]))
     for name in chain:
         pick(name)
+    budget = RunBudget(opts.max_tokens, opts.max_cost)
+    prices = price_file.load(env)[0] if budget.max_cost is not None else Prices({})
+    if needs_prices(budget, chain) and not prices:
+        price_file.required(env, "--max-cost")  # one line: which file, what shape
     parent = settings.parent_id(opts.parent, env)
     if parent and not runlog.known_id(workspace, parent):
         if opts.parent:
@@ -165,9 +171,11 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         route=route_note,
         context=context_source or None,
         timeout_s=opts.timeout,
+        budget=budget.to_json(Tokens(), None, "") if budget else None,
         cwd=str(workspace),
     )
     run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
+    run.budget, run.prices = budget, prices
     run.warnings.extend(warnings)
     try:
         try:
@@ -223,6 +231,9 @@ class _Run:
         self.last_stderr = ""
         self.failure: Failure | None = None
         self.primary = ""
+        self.budget, self.prices = RunBudget(), Prices({})
+        self.cost: float | None = None  # what the attempts cost (--max-cost), None: unknown
+        self.spent = ""  # why the run's budget is spent ("" while it is not)
 
     def usable_after(self, chain: list[str]) -> int:
         """How many of these CLIs could be tried now (installed, breaker letting runs through)."""
@@ -239,6 +250,8 @@ class _Run:
             share = cli_share(left, 1 + (self.usable_after(chain[index + 1 :]) if has_next else 0))
             self.cli_deadline = time.monotonic() + share
             self.log.write("share", agent=name, seconds=round(share, 1), budget_left=round(left, 1))
+            if self.over_budget():
+                break
             done = self.on_cli(name, prompt, first_cli=index == 0, has_next=has_next)
             if done is not None:
                 return done
@@ -331,6 +344,9 @@ class _Run:
             self.log.write(
                 "decision", agent=name, action=step.action, delay_s=round(step.delay, 2), reason=step.reason
             )
+            if step.action == "retry" and self.over_budget():
+                self.breakers.release()  # a probe it held says nothing of the CLI
+                return None
             if step.action != "retry":
                 # One breaker failure per run that gave up on this CLI (not per attempt).
                 self.breakers.record(name, False, time.time(), failure)
@@ -338,6 +354,19 @@ class _Run:
             retries += 1
             waited = step.delay
             _sleep(step.delay)
+
+    def over_budget(self) -> bool:
+        """--max-tokens / --max-cost: once spent, no attempt starts (the run ends ``budget``)."""
+        if not self.budget or not self.attempts:
+            return False
+        self.spent = self.spent or self.budget.spent(self.tokens, self.cost)
+        if not self.spent:
+            return False
+        self.failure = Failure(
+            F.BUDGET, f"the run's budget is spent ({self.spent}); no more attempts", False, None
+        )
+        self.log.write("decision", action="stop", reason=f"budget spent: {self.spent}")
+        return True
 
     def fresh_session_id(self, headless: Headless) -> str:
         if not headless.own_session_ids:
@@ -421,6 +450,15 @@ class _Run:
 
     def record_outcome(self, agent: str, outcome: Outcome) -> None:
         self.tokens = self.tokens + outcome.summary.tokens
+        if self.budget.max_cost is not None:
+            model = outcome.summary.model or (self.opts.model if agent == self.primary else "") or ""
+            cost, unpriced = attempt_cost(outcome.summary.tokens, model, self.prices)
+            if cost is not None:
+                self.cost = (self.cost or 0.0) + cost
+            for name in unpriced:
+                self.warnings.append(
+                    f"the price table has no price for {name}: charged at its highest prices for --max-cost"
+                )
         self.last = (agent, outcome.summary)
         self.last_stderr = self.redact(outcome.stderr)
 
@@ -443,6 +481,11 @@ class _Run:
             "fallback_chain": list(self.tried),
             "exit_code": 0,
         }
+        if self.budget:
+            spent = self.spent or self.budget.spent(self.tokens, self.cost)
+            envelope["budget"] = self.budget.to_json(self.tokens, self.cost, spent)
+            if spent and error_type is None:
+                self.warnings.append(f"the answer went over the run's budget ({spent})")
         if error_type is not None:
             envelope.update(
                 error=self.redact(error),

@@ -43,6 +43,8 @@ class RunOptions:
     pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
     role: str | None = None  # --role: the CLI and fallbacks come from the routing table
     breaker_cooldown: float | None = None  # --breaker-cooldown (else the variable, else 60 s)
+    max_tokens: int | None = None  # --max-tokens: no attempt starts once the run used this many
+    max_cost: float | None = None  # --max-cost: the same in US dollars
 
 
 class InvalidPrompt(UsageError):

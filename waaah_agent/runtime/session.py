@@ -14,7 +14,7 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,15 @@ from waaah_agent.core.lifecycle import (
     restart_decision,
 )
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.tokens import Usage, file_totals, record_file
+from waaah_agent.core.tokens import Usage, file_totals, model_totals, record_file, record_models
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
     UsageError,
 )
-from waaah_agent.runtime import clis, key_file, mcp_setup, reaper, releases, report
+from waaah_agent.runtime import clis, key_file, mcp_setup, price_file, reaper, releases, report
 from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
@@ -96,6 +97,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
             replace(opts, resume_id=session_to_resume(store, opts, adapter, workspace)), store, console
         )
         refuse_other_workspace(store, opts.resume_id, workspace)
+    if opts.max_cost is not None:  # no price table: one line now, not a budget never reached
+        opts = replace(opts, prices=price_file.required(env, "--max-cost"))
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
     release = releases.checked_release(adapter, binary, env)  # too old: one line, nothing started
@@ -149,6 +152,7 @@ KEPT = (
     "server",
     "extra_args",
     "max_tokens",
+    "max_cost",
 )
 
 
@@ -383,6 +387,7 @@ class Run:
     watch: ServerWatch | None = None
     tokens_due: float = 0.0  # monotonic time of the next read of the transcript (--max-tokens)
     learning: bool = False  # the CLI's own session id is still to be found (own_session)
+    unpriced: set[str] = field(default_factory=set)  # models --max-cost found no price for (said once)
     started: float = 0.0  # when this run's CLI was started (epoch seconds)
 
     def server_down(self) -> str:
@@ -484,8 +489,8 @@ class Run:
         delay = tracker.next_delay()
         if self.learn_session():
             delay = min(delay, 2.0)  # until the CLI's own session id is known: often
-        limit = self.opts.max_tokens
-        if limit is None:
+        limit, cost_limit = self.opts.max_tokens, self.opts.max_cost
+        if limit is None and cost_limit is None:
             return delay
         now = time.monotonic()
         if now >= self.tokens_due:
@@ -493,10 +498,27 @@ class Run:
             before = dict(self.state.tokens)
             self.update_tokens(quiet=True)
             if self.state.tokens != before:
-                self.session.event("tokens", **self.state.tokens)
+                self.session.event(
+                    "tokens", **self.state.tokens, models=model_totals(self.state.token_models)
+                )
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
-            sup.tell(TokensCounted(used, limit))
+            sup.tell(TokensCounted(used, limit, self.cost(), cost_limit))
         return min(delay, max(0.5, self.tokens_due - now))
+
+    def cost(self) -> float | None:
+        """What the session's tokens cost at the user's prices (None without --max-cost); a model
+        the table does not price is charged at its highest prices, said once."""
+        prices = self.opts.prices
+        if not prices:
+            return None
+        found = cost_of(model_totals(self.state.token_models), prices)
+        for model in found.unpriced:
+            if model not in self.unpriced:
+                self.unpriced.add(model)
+                self.logs.notice(
+                    f"the price table has no price for {model}: charged at its highest prices for --max-cost"
+                )
+        return found.usd
 
     def learn_session(self) -> bool:
         """Keep the id of the session a CLI that picks its own began (True: not found yet)."""
@@ -561,22 +583,28 @@ class Run:
         except OSError as err:
             self.logs.notice(f"could not read the transcript {path}: {err}")
             return
-        tally_tokens(self.state, str(path), usage)
+        tally_tokens(self.state, str(path), usage, counter.by_model())
         self.session.save(self.state)
         if quiet:
             return
-        self.session.event("tokens", source=str(path), **self.state.tokens)
+        self.session.event(
+            "tokens", source=str(path), **self.state.tokens, models=model_totals(self.state.token_models)
+        )
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
 
 
-def tally_tokens(state: SessionState, path: str, usage: Usage) -> None:
-    """Set ``path``'s totals (read again from the whole file) and the session's sum."""
+def tally_tokens(
+    state: SessionState, path: str, usage: Usage, by_model: Mapping[str, Mapping[str, int]] | None = None
+) -> None:
+    """Set ``path``'s totals (read again from the whole file), per model too, and the session's sum."""
     files = state.token_files
     if not files and any(state.tokens.values()):
         # Saved before totals were kept per file: they came from this session's transcript.
         files = {path: dict(state.tokens)}
     state.token_files = record_file(files, path, usage)
     state.tokens = file_totals(state.token_files)
+    if by_model:
+        state.token_models = record_models(state.token_models, path, by_model)
 
 
 def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -> None:

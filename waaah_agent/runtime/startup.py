@@ -20,6 +20,7 @@ from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.backoff import BackoffConfig
 from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import (
     CliNotFound,
@@ -68,6 +69,8 @@ class AgentOptions:
     log_roll: int = settings.AgentEnv.log_roll  # bytes at which a log file rolls over
     notify: tuple[str, ...] = ()  # apprise URLs for alerts (secrets: never saved)
     max_tokens: int | None = None  # stop after the task in hand once the session used this many
+    max_cost: float | None = None  # the same in US dollars (the user's price table)
+    prices: Prices | None = None  # the user's price table (read at the start when --max-cost is given)
     tokens_every: float = settings.TOKENS_CHECK_EVERY  # seconds between reads of the transcript
 
 
@@ -133,6 +136,7 @@ def options_record(opts: AgentOptions, workflow: Workflow, redact: Redactor) -> 
         "server": opts.server,
         "extra_args": [] if secret else list(opts.extra_args),
         "max_tokens": opts.max_tokens,
+        "max_cost": opts.max_cost,
     }
     if secret:
         record["extra_args_withheld"] = True
@@ -180,6 +184,8 @@ def kept_options(opts: AgentOptions, store: SessionStore, console: Console) -> A
             )
     if take("max_tokens", int) and kept["max_tokens"] > 0:
         changes["max_tokens"] = kept["max_tokens"]
+    if take("max_cost", (int, float)) and kept["max_cost"] > 0:
+        changes["max_cost"] = float(kept["max_cost"])
     if take("restart_budget", int) and kept["restart_budget"] >= 0:
         changes["backoff"] = replace(opts.backoff, budget=kept["restart_budget"])
     wants_policy = bool({"heartbeat", "stall_timeout"} & given)

@@ -62,6 +62,8 @@ class SessionState:
     # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
     token_files: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The same per model ({path: {model: counts}}), what --max-cost prices.
+    token_models: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     nudges: int = 0  # continue and heartbeat prompts typed
     first_prompt: str = ""  # the workflow's first line, what `waaah sessions` shows
     first_task: str = ""  # the first task the WAAAH server handed out (its id)
@@ -104,6 +106,14 @@ class SessionState:
                 del values[name]
         if "options" in values and not isinstance(values["options"], dict):
             del values["options"]  # resume falls back to the defaults and the flags given
+        if "token_models" in values and not (
+            isinstance(values["token_models"], dict)
+            and all(
+                isinstance(f, dict) and all(_field_problem("tokens", c) == "" for c in f.values())
+                for f in values["token_models"].values()
+            )
+        ):
+            del values["token_models"]  # read again from the transcripts
         if "cli_release" in values and not isinstance(values["cli_release"], dict):
             del values["cli_release"]  # asked again at every start
         for name, value in values.items():
