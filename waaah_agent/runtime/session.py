@@ -99,6 +99,11 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         refuse_other_workspace(store, opts.resume_id, workspace)
     if opts.max_cost is not None:  # no price table: one line now, not a budget never reached
         opts = replace(opts, prices=price_file.required(env, "--max-cost"))
+    if (opts.max_tokens or opts.max_cost) and adapter.tokens is None:
+        console.say(
+            f"warning: waaah does not read {adapter.name}'s token usage, so --max-tokens and --max-cost "
+            "cannot be judged for it: the session will not stop on them"
+        )
     workflow = find_workflow(opts.workflow, workspace)
     binary = find_binary(adapter, env)
     release = releases.checked_release(adapter, binary, env)  # too old: one line, nothing started
