@@ -43,6 +43,8 @@ class RunOptions:
     pass_env: tuple[str, ...] = ()  # more variables for the CLI (names, or prefixes ending in "_")
     role: str | None = None  # --role: the CLI and fallbacks come from the routing table
     breaker_cooldown: float | None = None  # --breaker-cooldown (else the variable, else 60 s)
+    resume: str | None = None  # --resume ID: that run's log replayed before the prompt
+    resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
 
 
 class InvalidPrompt(UsageError):
