@@ -76,7 +76,10 @@ def run(
         ),
     ] = False,
     paths: Annotated[
-        bool, typer.Option("--paths", help="With --list: each run's log path under it.")
+        bool,
+        typer.Option(
+            "--paths", help="With --list: each run's log path under it. Example: waaah run --list --paths"
+        ),
     ] = False,
     parent: Annotated[
         str | None,

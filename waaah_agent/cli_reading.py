@@ -21,7 +21,8 @@ def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
-    id, kind, agent, status, tokens in/out, first prompt line."""
+    id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
+    --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
     from waaah_agent.runtime import run_trees, runlog
     from waaah_agent.runtime.workspace import git_root
 
