@@ -16,7 +16,7 @@ import pytest
 
 from tests.runtime.helpers import WAAAH
 from waaah_agent.errors import SessionNotFound, UsageError
-from waaah_agent.runtime import run_trees
+from waaah_agent.runtime import night_files, run_trees, runlog
 from waaah_agent.runtime.run_io import RunOptions
 
 DAY = "2026-01-02"
@@ -132,6 +132,11 @@ def test_hostile_logs_are_read_as_far_as_they_make_sense(ws: Path) -> None:
     # The loop still shows in the tree (its first run stands as a root), each run once.
     listed = run_trees.list_text(ws, None, paths=False)
     assert listed.count("loop-a  run") == 1 and listed.count("loop-b  run") == 1
+    as_json = json.dumps([n.to_json() for n in runlog.tree(ws)])  # a tree: no walk of it loops
+    assert as_json.count('"id": "loop-a"') == 1 and as_json.count('"id": "loop-b"') == 1
+    rows = night_files.run_rows(ws, [])
+    assert sorted(r["id"] for r in rows if r["id"].startswith("loop")) == ["loop-a", "loop-b"]
+    assert next(r for r in rows if r["id"] == "kid")["took"]  # a run's duration, from its envelope
     assert "link" not in listed
 
 

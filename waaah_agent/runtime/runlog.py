@@ -420,7 +420,8 @@ def tree(workspace: Path) -> list[Node]:
             roots.append(n)
     for n in every:
         n.children.sort(key=lambda c: c.started)
-    # Parent ids in a loop (damaged logs) leave no way in from a root: the loop's first is one.
+    # Parent ids in a loop (damaged logs) leave no way in from a root: the loop is cut above its
+    # first node, which stands as a root; what is returned is a tree (no walk of it loops).
     reached: set[int] = set()
     stack = list(roots)
     for n in every:
@@ -430,6 +431,9 @@ def tree(workspace: Path) -> list[Node]:
                 reached.add(id(node))
                 stack.extend(node.children)
         if id(n) not in reached:
+            above = by_id.get(n.parent_id)
+            if above is not None:
+                above.children = [c for c in above.children if c is not n]
             roots.append(n)
             stack.append(n)
     return sorted(roots, key=lambda n: (n.day, n.started), reverse=True)
