@@ -208,6 +208,10 @@ def test_the_log_dir_variable_is_where_runs_are_found(ws: Path, tmp_path: Path) 
     assert start["restored_from"]["runs"] == ["root", "kid", "grandkid"]
     assert "KID-ANSWER" in start["prompt"] and start["prompt"].endswith("next step")
     assert not (ws / ".waaah" / "runs").exists()
+    # Its first line in the tree is its own prompt, not the replay before it.
+    listed = waaah(ws, "run", "--list", new[0].stem, WAAAH_LOG_DIR=str(elsewhere)).stdout
+    assert '"next step"' in listed and "<restored" not in listed
+    assert start["agent"] == "gemini"  # the restored run's agent, none being given
 
 
 @pytest.mark.parametrize("kind", ["file", "loop", "under-a-file", "uncreatable", "unwritable"])

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from waaah_agent import settings
 from waaah_agent.core.redact import Redactor
+from waaah_agent.core.restore import own_prompt
 from waaah_agent.errors import storage_error
 from waaah_agent.runtime import reaper, report
 from waaah_agent.runtime.private import private_dir
@@ -220,7 +221,7 @@ def summarize(path: Path) -> RunSummary:
                 ts = record.get("ts")
                 run.started = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
                 run.agent = _text(record.get("agent"))
-                run.first_prompt = _first_line(_text(record.get("prompt")))
+                run.first_prompt = _first_line(own_prompt(_text(record.get("prompt"))))
                 run.parent_id = _text(record.get("parent_id"))
         elif kind == "processes":
             procs = record.get("processes")
