@@ -22,7 +22,7 @@ from waaah_agent.cli_options import (
     _headless_names,
 )
 from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env
-from waaah_agent.cli_run import _exit
+from waaah_agent.cli_run import _exit, _masked
 
 
 def run(
@@ -51,6 +51,36 @@ def run(
             "appends to its log.",
         ),
     ] = None,
+    resume_run: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            help="Start a new session (of any CLI) with an earlier run (its log id or session id) "
+            "replayed before the prompt. Example: --resume <log_id> --agent claude",
+        ),
+    ] = None,
+    resume_tree: Annotated[
+        str | None,
+        typer.Option(
+            "--resume-tree",
+            help="As --resume, with every run under it (by --parent) too, in tree order. "
+            "Example: --resume-tree <log_id>",
+        ),
+    ] = None,
+    list_runs: Annotated[
+        bool,
+        typer.Option(
+            "--list",
+            help="Print the tree of runs and sessions instead of running (the argument, if any, is "
+            "the id of the one tree to show). Example: waaah run --list <id> --paths",
+        ),
+    ] = False,
+    paths: Annotated[
+        bool,
+        typer.Option(
+            "--paths", help="With --list: each run's log path under it. Example: waaah run --list --paths"
+        ),
+    ] = False,
     parent: Annotated[
         str | None,
         typer.Option(
@@ -141,10 +171,12 @@ def run(
 
     Retries transient errors, waits out short rate limits, falls back to the next CLI of
     --fallback on a crash or timeout, all within --timeout. Anything after `--` goes to the CLI.
-    Each run is logged to .waaah/runs/<day>/<log id>.jsonl.
+    Each run is logged to .waaah/runs/<day>/<log id>.jsonl (or under WAAAH_LOG_DIR).
     """
     from waaah_agent.runtime import oneshot, run_io
 
+    if list_runs or paths:
+        _exit(lambda: _list(prompt, workspace, paths))
     # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
     routed = role and not session and (agent is None or _from_env(ctx, "agent"))
     env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
@@ -167,6 +199,8 @@ def run(
         breaker_cooldown=breaker_cooldown,
         max_tokens=max_tokens,
         max_cost=max_cost,
+        resume=resume_run,
+        resume_tree=resume_tree,
     )
 
     def go() -> int:
@@ -174,3 +208,12 @@ def run(
         return oneshot.execute(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
 
     _exit(go)
+
+
+def _list(wanted: str | None, workspace: Path | None, paths: bool) -> int:
+    from waaah_agent.runtime import run_trees
+    from waaah_agent.runtime.workspace import git_root
+
+    start = (workspace or Path.cwd()).resolve()
+    print(_masked(run_trees.list_text(git_root(start) or start, wanted, paths)))
+    return 0

@@ -21,15 +21,20 @@ def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
-    id, kind, agent, status, tokens in/out, first prompt line."""
-    from waaah_agent.runtime import runlog
+    id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
+    --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
+    from waaah_agent.runtime import run_trees, runlog
     from waaah_agent.runtime.workspace import git_root
 
-    start = (workspace or Path.cwd()).resolve()
-    roots = runlog.tree(git_root(start) or start)
-    print(
-        _masked(json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots))
-    )
+    def show() -> int:
+        start = (workspace or Path.cwd()).resolve()
+        run_trees.check_log_dir(git_root(start) or start, write=False)  # WAAAH_LOG_DIR
+        roots = runlog.tree(git_root(start) or start)
+        shown = json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots)
+        print(_masked(shown))
+        return 0
+
+    _exit(show)
 
 
 def status(

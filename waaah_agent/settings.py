@@ -51,6 +51,7 @@ TOKENS_CHECK_SECONDS = "WAAAH_TOKENS_CHECK_SECONDS"  # how often --max-tokens re
 TOKENS_CHECK_EVERY = 60.0
 NOTIFY = "WAAAH_NOTIFY"  # apprise URLs for alerts, space-separated (added to --notify)
 BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a breaker stays open
+LOG_DIR = "WAAAH_LOG_DIR"  # `waaah run`'s log folder, in place of <workspace>/.waaah/runs
 ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 PRICES = "WAAAH_PRICES"  # the price table file (--max-cost, costs in reports)
 

@@ -120,7 +120,10 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def walk(node: runlog.Node, depth: int) -> None:
-        took = node.night.get("duration_s")
+        if node.kind == "run":  # a run's duration is in its envelopes, a session's in its night
+            took: Any = node.duration_ms / 1000 if node.duration_ms is not None else None
+        else:
+            took = node.night.get("duration_s")
         rows.append(
             {
                 "indent": "  " * depth,

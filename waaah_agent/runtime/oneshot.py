@@ -32,7 +32,7 @@ from waaah_agent.core.resilience import cli_share, next_step
 from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import cli_env, clis, price_file, routes, runlog
+from waaah_agent.runtime import cli_env, clis, price_file, routes, run_trees, runlog
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
@@ -106,10 +106,13 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
         ) from None
     workspace = git_root(cwd) or cwd
+    run_trees.check_log_dir(workspace, write=True)
+    restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []
     try:
         prompt = read_prompt(opts, stdin, warnings)
         task = prompt  # what --role's task words are looked for in (not the context)
+        prompt = run_trees.with_replay(prompt, restored)
         prompt, context_source = add_context(prompt, opts, workspace, warnings)
     except InvalidPrompt as bad:
         envelope = input_envelope(str(bad), opts.agent or "", opts.model)
@@ -123,7 +126,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
         raise SessionNotFound(
-            f"unknown session id '{opts.session}': no run with that id in {workspace / '.waaah' / 'runs'} "
+            f"unknown session id '{opts.session}': no run with that id in {runlog.runs_root(workspace)} "
             "(see: waaah sessions)"
         )
     routed, fallback, route_note = None, list(opts.fallback), None
@@ -132,7 +135,8 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             opts.role, task, env, workspace, opts.breaker_cooldown
         )
         fallback = fallback or chain_rest
-    primary = settings.run_agent_name(opts.agent, resumed.agent if resumed else None, env, routed)
+    earlier_agent = resumed.agent if resumed else (restored.agent if restored and not routed else None)
+    primary = settings.run_agent_name(opts.agent, earlier_agent, env, routed)
     chain = list(dict.fromkeys([primary, *fallback]))
     for name in chain:
         pick(name)
@@ -170,6 +174,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         fallback=chain[1:],
         route=route_note,
         context=context_source or None,
+        restored_from=restored.to_log() if restored else None,
         timeout_s=opts.timeout,
         budget=budget.to_json(Tokens(), None, "") if budget else None,
         cwd=str(workspace),
@@ -186,6 +191,8 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         envelope.update(
             parent_id=parent or None, log_path=str(log_path), duration_ms=_ms(time.monotonic() - started)
         )
+        if restored:
+            envelope["restored_from"] = restored.root
         if run.warnings:
             envelope["warnings"] = list(run.warnings)
         log.write("end", envelope=envelope)

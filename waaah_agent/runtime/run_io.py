@@ -45,6 +45,8 @@ class RunOptions:
     breaker_cooldown: float | None = None  # --breaker-cooldown (else the variable, else 60 s)
     max_tokens: int | None = None  # --max-tokens: no attempt starts once the run used this many
     max_cost: float | None = None  # --max-cost: the same in US dollars
+    resume: str | None = None  # --resume ID: that run's log replayed before the prompt
+    resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
 
 
 class InvalidPrompt(UsageError):

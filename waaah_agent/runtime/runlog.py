@@ -3,6 +3,7 @@
 A run log is ``<workspace>/.waaah/runs/<YYYY-MM-DD>/<log id>.jsonl``; the log id is the CLI
 session id the run started with, or an id of ours for CLIs that pick their own session ids (codex,
 opencode). ``--session ID`` (the log id or a CLI session id in it) appends to that log.
+``WAAAH_LOG_DIR`` puts the ``<YYYY-MM-DD>/`` folders there instead (runtime/run_trees.py checks it).
 Records, one JSON object per line, each with ``record`` and ``ts``:
 
 * ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source,
@@ -20,13 +21,15 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from waaah_agent import settings
 from waaah_agent.core.redact import Redactor
+from waaah_agent.core.restore import own_prompt
 from waaah_agent.errors import storage_error
 from waaah_agent.runtime import reaper, report
 from waaah_agent.runtime.private import private_dir
@@ -34,6 +37,10 @@ from waaah_agent.runtime.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
 
 
 def runs_root(workspace: Path) -> Path:
+    """``WAAAH_LOG_DIR`` (a relative one from the workspace), else ``<workspace>/.waaah/runs``."""
+    override = os.environ.get(settings.LOG_DIR, "").strip()
+    if override:
+        return workspace / Path(override).expanduser()
     return workspace / ".waaah" / "runs"
 
 
@@ -191,6 +198,7 @@ class RunSummary:
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0, "total": 0})
     session_ids: list[str] = field(default_factory=list)
     prompts: int = 0
+    duration_ms: int = 0  # every ended prompt's, summed
     runner: dict[str, Any] = field(default_factory=dict)  # the `waaah run` process of the last start
     processes: list[dict[str, Any]] = field(default_factory=list)  # its CLI's, last recorded
     leftovers: list[dict[str, Any]] = field(default_factory=list)  # a killed run's, still running
@@ -213,7 +221,7 @@ def summarize(path: Path) -> RunSummary:
                 ts = record.get("ts")
                 run.started = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
                 run.agent = _text(record.get("agent"))
-                run.first_prompt = _first_line(_text(record.get("prompt")))
+                run.first_prompt = _first_line(own_prompt(_text(record.get("prompt"))))
                 run.parent_id = _text(record.get("parent_id"))
         elif kind == "processes":
             procs = record.get("processes")
@@ -224,6 +232,7 @@ def summarize(path: Path) -> RunSummary:
             if envelope.get("error_type") == "interrupted":
                 run.status = "interrupted"
             run.agent = _text(envelope.get("agent")) or run.agent
+            run.duration_ms += _whole(envelope.get("duration_ms"))
             tokens = _dict(envelope.get("tokens"))
             for key in run.tokens:
                 run.tokens[key] += _whole(tokens.get(key))
@@ -246,7 +255,7 @@ def _runner_alive(runner: dict[str, Any]) -> bool:
 def all_runs(workspace: Path) -> list[RunSummary]:
     root = runs_root(workspace)
     paths = sorted(root.glob("*/*.jsonl")) if root.is_dir() else []
-    return [summarize(p) for p in paths]
+    return [summarize(p) for p in paths if p.is_file() and not p.is_symlink()]  # a log, not a link
 
 
 def find_run(workspace: Path, run_id: str) -> RunSummary | None:
@@ -290,6 +299,7 @@ class Node:
     # A supervised session's night at a glance: started, ended, duration_s, end_reason,
     # restarts, nudges, first_task (what `waaah sessions` prints on its second line).
     night: dict[str, Any] = field(default_factory=dict)
+    duration_ms: int | None = None  # a run's (a supervised session's is in night)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -301,6 +311,7 @@ class Node:
             "tokens": self.tokens,
             "day": self.day,
             "parent_id": self.parent_id or None,
+            **({"duration_ms": self.duration_ms} if self.kind == "run" else {}),
             **self.night,
             "children": [c.to_json() for c in self.children],
         }
@@ -337,6 +348,7 @@ def nodes(workspace: Path) -> list[Node]:
                 started=run.started,
                 parent_id=run.parent_id,
                 aliases=tuple(run.session_ids),
+                duration_ms=run.duration_ms if run.status != "running" else None,
             )
         )
     return found
@@ -409,10 +421,27 @@ def tree(workspace: Path) -> list[Node]:
             roots.append(n)
     for n in every:
         n.children.sort(key=lambda c: c.started)
+    # Parent ids in a loop (damaged logs) leave no way in from a root: the loop is cut above its
+    # first node, which stands as a root; what is returned is a tree (no walk of it loops).
+    reached: set[int] = set()
+    stack = list(roots)
+    for n in every:
+        while stack:
+            node = stack.pop()
+            if id(node) not in reached:
+                reached.add(id(node))
+                stack.extend(node.children)
+        if id(n) not in reached:
+            above = by_id.get(n.parent_id)
+            if above is not None:
+                above.children = [c for c in above.children if c is not n]
+            roots.append(n)
+            stack.append(n)
     return sorted(roots, key=lambda n: (n.day, n.started), reverse=True)
 
 
-def render_tree(roots: list[Node]) -> str:
+def render_tree(roots: list[Node], extra: Callable[[Node], str] | None = None) -> str:
+    """The tree as text; ``extra`` gives a line shown under each node (when not empty)."""
     if not roots:
         return "no sessions or runs in this workspace"
     lines: list[str] = []
@@ -421,21 +450,35 @@ def render_tree(roots: list[Node]) -> str:
         if root.day != day:
             day = root.day
             lines.append(f"{day or 'undated'}")
-        _render(root, "  ", "", lines)
+        _render(root, "  ", "", lines, extra, set())
     return "\n".join(lines)
 
 
-def _render(node: Node, indent: str, branch: str, lines: list[str]) -> None:
+def _render(
+    node: Node,
+    indent: str,
+    branch: str,
+    lines: list[str],
+    extra: Callable[[Node], str] | None,
+    seen: set[int],
+) -> None:
+    if id(node) in seen:  # a loop of parent ids: each node once
+        return
+    seen.add(id(node))
     tokens = f"{node.tokens.get('input', 0)}/{node.tokens.get('output', 0)}"
     prompt = f'"{node.first_prompt}"' if node.first_prompt else ""
+    took = f"  {node.duration_ms / 1000:.1f}s" if node.duration_ms is not None else ""
     lines.append(
-        f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}  tokens {tokens}  {prompt}".rstrip()
+        f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
     )
     child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
+    under = f"{child_indent}{'│  ' if node.children else '   '}"
     if node.night:
-        lines.append(f"{child_indent}{'│  ' if node.children else '   '}{night_line(node)}")
+        lines.append(f"{under}{night_line(node)}")
+    if extra is not None and (line := extra(node)):
+        lines.append(f"{under}{line}")
     for i, child in enumerate(node.children):
-        _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines)
+        _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines, extra, seen)
 
 
 def _epoch(iso: str) -> float:
