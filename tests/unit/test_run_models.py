@@ -184,6 +184,10 @@ def test_gemini_capacity_is_retried_once_with_a_smaller_model(evidence: str) -> 
     smaller = retry_model("gemini", asked, rate, evidence, "gemini-3-pro-preview", False)
     assert smaller is not None and smaller.model == "gemini-3-flash-preview"
     assert retry_model("gemini", asked, rate, evidence, "", True) is None
+    # gemini-cli itself ends such a run with exit code 173 and no status: a crash.
+    crash = failure(F.CRASH, "[API Error: No capacity available for model gemini-2.5-pro on the server]")
+    got = retry_model("gemini", default, crash, crash.message, "gemini-2.5-pro", False)
+    assert got is not None and got.model == "gemini-2.5-flash"
 
 
 def test_no_capacity_retry_without_a_capacity_error_a_smaller_model_or_for_other_clis() -> None:

@@ -60,6 +60,8 @@ _CAPACITY = re.compile(
     r"MODEL_CAPACITY_EXCEEDED"
 )
 
+_CAPACITY_TYPES = (F.RATE_LIMIT, F.TRANSIENT, F.CRASH)
+
 #: The next smaller model of the same gemini family (gemini-cli's own model names).
 SMALLER: dict[str, str] = {
     "gemini-3.1-pro-preview": "gemini-3-flash-preview",
@@ -222,7 +224,9 @@ def retry_model(
     why = _short(failure.message)
     if failure.type == F.INVALID_MODEL and current.model is not None:
         return Resolution(current.model, None, f"invalid model: {why}")
-    if cli == "gemini" and failure.type in (F.RATE_LIMIT, F.TRANSIENT) and is_capacity(evidence):
+    # gemini-cli 0.61 ends such a run with exit code 173 and no HTTP status (a crash to the
+    # classifier); a 429 or 503 naming the capacity is a rate limit or a transient error.
+    if cli == "gemini" and failure.type in _CAPACITY_TYPES and is_capacity(evidence):
         failed = current.model or reported_model
         smaller = SMALLER.get(failed)
         if smaller:
