@@ -119,6 +119,16 @@ def test_the_named_file_wins_and_the_log_records_the_resolution(ws: Path, tmp_pa
     done = run(ws, "--model", "fast", extra={"WAAAH_PROVIDERS": str(named)})
     start = json.loads(Path(json.loads(done.stdout)["log_path"]).read_text().splitlines()[0])
     assert start["model_resolution"] == "fast -> gemini-from-root (alias, providers.yaml)"
-    done = run(ws, extra={"WAAAH_PROVIDERS": str(named)})
+    # An empty --model (a script's unset variable) is none given.
+    done = run(ws, "--model", "", extra={"WAAAH_PROVIDERS": str(named)})
     start = json.loads(Path(json.loads(done.stdout)["log_path"]).read_text().splitlines()[0])
     assert start["model_resolution"] == f"(none) -> gemini-from-env (default, {named})"
+
+
+@pytest.mark.parametrize("model", ["--yolo", "two words", "x" * 201])
+def test_a_model_flag_that_is_no_model_name_is_refused(ws: Path, model: str) -> None:
+    done = run(ws, "--model", model)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "waaah: --model takes one word of at most 200 characters, not starting with '-' (a model or an alias)\n"
+    )

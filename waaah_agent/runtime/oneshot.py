@@ -143,7 +143,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     prices = price_file.load(env)[0] if budget.max_cost is not None else Prices({})
     if needs_prices(budget, chain) and not prices:
         price_file.required(env, "--max-cost")  # one line: which file, what shape
-    layers = providers.load(env, workspace)  # a bad providers file stops the run here (exit 2)
+    layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
     parent = settings.parent_id(opts.parent, env)
     if parent and not runlog.known_id(workspace, parent):
         if opts.parent:

@@ -46,8 +46,13 @@ def files(env: Mapping[str, str], workspace: Path) -> list[tuple[Path, str]]:
     return out
 
 
-def load(env: Mapping[str, str], workspace: Path) -> list[Providers]:
-    """Every layer, highest precedence first, the bundled one last."""
+def load(env: Mapping[str, str], workspace: Path, requested: str | None = None) -> list[Providers]:
+    """Every layer, highest precedence first, the bundled one last; ``requested`` (--model) is
+    checked too: a name with spaces or one starting with "-" would reach the CLI as a flag."""
+    if requested and not models.valid_name(requested):  # "" (an unset variable): none given
+        raise UsageError(
+            "--model takes one word of at most 200 characters, not starting with '-' (a model or an alias)"
+        )
     known = headless_clis()
     return [*(read(path, label, known) for path, label in files(env, workspace)), models.bundled(known)]
 
