@@ -42,7 +42,16 @@ def run(
             f"{settings.DEFAULT_AGENT}). Example: --agent claude",
         ),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model of the first CLI.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Model of the first CLI, or an alias (fast, smart, pro, or one of a providers file) "
+            "that each CLI of the chain resolves. Else each CLI's model comes from $WAAAH_PROVIDERS, "
+            "then providers.yaml or .waaah/providers.yaml, else the CLI's own default. "
+            "Example: --model gemini-2.5-flash",
+        ),
+    ] = None,
     session: Annotated[
         str | None,
         typer.Option(

@@ -47,7 +47,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
@@ -95,7 +95,9 @@ class ToolCall:
 @dataclass(frozen=True)
 class HttpError:
     """Answer with an HTTP error. Without ``body`` an API-shaped error for ``status`` is built
-    (429: gemini ``RESOURCE_EXHAUSTED``, anthropic ``rate_limit_error``).
+    (429: gemini ``RESOURCE_EXHAUSTED``, anthropic ``rate_limit_error``; 404: the APIs' answer
+    to an unknown model, gemini ``NOT_FOUND`` "models/<model> is not found ...", anthropic
+    ``not_found_error`` "model: <model>").
 
     Both CLIs retry a plain 429 for minutes (gemini silently behind its spinner; claude shows
     ``429 ... retrying in Ns · attempt k/10``). ``retryable=False`` makes the error final at once:
@@ -108,9 +110,9 @@ class HttpError:
     delay: float = 0.0
     retryable: bool = True
 
-    def payload(self, api: Api) -> tuple[dict[str, Any], dict[str, str]]:
-        """(JSON body, extra headers) of this error for ``api``."""
-        body = self.body or _error_body(api, self.status, self.retryable)
+    def payload(self, api: Api, model: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+        """(JSON body, extra headers) of this error for ``api`` (a request for ``model``)."""
+        body = self.body or _error_body(api, self.status, self.retryable, model)
         headers = dict(self.headers)
         if api == "anthropic" and not self.retryable:
             headers.setdefault("x-should-retry", "false")
@@ -132,7 +134,9 @@ class Rule:
       ``result_has``: only when that result's text holds it (e.g. a CLI's own tool error).
 
     A list of replies is consumed one per matching request, in order; its last one then repeats.
-    ``api`` restricts the rule to one API.
+    ``api`` restricts the rule to one API; ``model`` to requests for that model (gemini: the
+    model in the URL, anthropic: the body's ``model``), alone or with a marker:
+    ``Rule(HttpError(404), model="gemini-9-ultra")`` answers an unknown model as the API does.
     """
 
     reply: Reply | list[Reply]
@@ -140,11 +144,14 @@ class Rule:
     tool_result: str | None = None
     api: Api | None = None
     result_has: str | None = None
+    model: str | None = None
     _used: int = field(default=0, init=False, repr=False)
 
     def matches(self, api: Api, turn: Turn) -> bool:
         """Whether this rule applies to a request of ``api`` summarised by ``turn``."""
         if self.api is not None and self.api != api:
+            return False
+        if self.model is not None and self.model != turn.model:
             return False
         if self.tool_result is not None:
             if self.result_has is not None and self.result_has not in turn.tool_result_text:
@@ -154,7 +161,7 @@ class Rule:
             )
         if self.marker is not None:
             return self.marker in turn.prompt_text
-        return False
+        return self.model is not None
 
     def take(self) -> Reply:
         """The next reply of this rule (caller holds the model's lock)."""
@@ -187,6 +194,7 @@ class Turn:
     tool_result_text: str
     is_side: bool
     json_schema: dict[str, Any] | None
+    model: str = ""  # the model the request is for
 
 
 def _bare_tool_name(name: str) -> str:
@@ -337,15 +345,21 @@ def minimal_json(schema: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _error_body(api: Api, status: int, retryable: bool = True) -> dict[str, Any]:
+def _error_body(api: Api, status: int, retryable: bool = True, model: str = "") -> dict[str, Any]:
     if api == "gemini":
         names = {
             400: "INVALID_ARGUMENT",
             401: "UNAUTHENTICATED",
             403: "PERMISSION_DENIED",
+            404: "NOT_FOUND",
             429: "RESOURCE_EXHAUSTED",
         }
-        message = "Resource has been exhausted (e.g. check quota)." if status == 429 else f"HTTP {status}"
+        message = {
+            429: "Resource has been exhausted (e.g. check quota).",
+            404: f"models/{model} is not found for API version v1beta, or is not supported for "
+            "generateContent. Call ListModels to see the list of available models and their "
+            "supported methods.",
+        }.get(status, f"HTTP {status}")
         error: dict[str, Any] = {"code": status, "message": message, "status": names.get(status, "INTERNAL")}
         if status == 429 and not retryable:
             # gemini treats a per-day quota violation as terminal and stops retrying.
@@ -360,10 +374,14 @@ def _error_body(api: Api, status: int, retryable: bool = True) -> dict[str, Any]
         400: "invalid_request_error",
         401: "authentication_error",
         403: "permission_error",
+        404: "not_found_error",
         429: "rate_limit_error",
         529: "overloaded_error",
     }
-    message = "This request would exceed your account's rate limit." if status == 429 else f"HTTP {status}"
+    message = {
+        429: "This request would exceed your account's rate limit.",
+        404: f"model: {model}",
+    }.get(status, f"HTTP {status}")
     return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}
 
 
@@ -603,11 +621,11 @@ class _Handler(JsonHandler):
             self._record("gemini", None, body, None, kind="count_tokens")
             self._json(200, {"totalTokens": self.fake.usage.input_tokens})
             return
-        turn = _gemini_turn(body)
+        turn = replace(_gemini_turn(body), model=model)
         reply = self._pick("gemini", turn, body)
         self.fake.sleep(reply.delay)
         if isinstance(reply, HttpError):
-            self._json(reply.status, *reply.payload("gemini"))
+            self._json(reply.status, *reply.payload("gemini", model))
         elif method == "streamGenerateContent":
             self._sse((None, chunk) for chunk in gemini_stream(reply, model, self.fake.usage))
         else:
@@ -618,12 +636,12 @@ class _Handler(JsonHandler):
             self._record("anthropic", None, body, None, kind="count_tokens")
             self._json(200, {"input_tokens": self.fake.usage.input_tokens})
             return
-        turn = _anthropic_turn(body)
+        model = str(body.get("model", "claude-fake"))
+        turn = replace(_anthropic_turn(body), model=model)
         reply = self._pick("anthropic", turn, body)
         self.fake.sleep(reply.delay)
-        model = str(body.get("model", "claude-fake"))
         if isinstance(reply, HttpError):
-            self._json(reply.status, *reply.payload("anthropic"))
+            self._json(reply.status, *reply.payload("anthropic", model))
         elif body.get("stream"):
             self._sse(anthropic_stream(reply, model, self.fake.usage))
         else:

@@ -24,7 +24,7 @@ from typing import IO, Any
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter, Headless
 from waaah_agent.core import failures as F
-from waaah_agent.core import present
+from waaah_agent.core import models, present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -32,7 +32,7 @@ from waaah_agent.core.resilience import cli_share, next_step
 from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import cli_env, clis, price_file, routes, run_trees, runlog
+from waaah_agent.runtime import cli_env, clis, price_file, providers, routes, run_trees, runlog
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
@@ -68,6 +68,7 @@ class Attempt:
     duration_ms: int = 0
     error: str = ""
     waited_s: float = 0.0
+    model_resolution: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +82,8 @@ class Attempt:
             out["error"] = self.error
         if self.waited_s:
             out["waited_s"] = round(self.waited_s, 2)
+        if self.model_resolution:
+            out["model_resolution"] = self.model_resolution
         return out
 
 
@@ -144,6 +147,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     prices = price_file.load(env)[0] if budget.max_cost is not None else Prices({})
     if needs_prices(budget, chain) and not prices:
         price_file.required(env, "--max-cost")  # one line: which file, what shape
+    layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
     parent = settings.parent_id(opts.parent, env)
     if parent and not runlog.known_id(workspace, parent):
         if opts.parent:
@@ -169,6 +173,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         prompt=prompt,
         agent=primary,
         model=opts.model,
+        model_resolution=models.resolve(primary, opts.model, True, layers).text(),
         parent_id=parent or None,
         session=opts.session,
         fallback=chain[1:],
@@ -182,6 +187,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
     run.budget, run.prices = budget, prices
     run.warnings.extend(warnings)
+    run.layers = layers
     try:
         try:
             envelope = run.through(chain, prompt)
@@ -241,6 +247,8 @@ class _Run:
         self.budget, self.prices = RunBudget(), Prices({})
         self.cost: float | None = None  # what the attempts cost (--max-cost), None: unknown
         self.spent = ""  # why the run's budget is spent ("" while it is not)
+        self.layers: list[models.Providers] = []
+        self.models: dict[str, models.Resolution] = {}  # each CLI's model, as last tried
 
     def usable_after(self, chain: list[str]) -> int:
         """How many of these CLIs could be tried now (installed, breaker letting runs through)."""
@@ -285,7 +293,8 @@ class _Run:
             self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
             return None
         self.tried.append(name)
-        retries, waited = 0, 0.0
+        self.models[name] = models.resolve(name, self.opts.model, first_cli, self.layers)
+        retries, waited, model_retried = 0, 0.0, False
         session_id, resume = (self.resume_id, True) if (first_cli and self.resuming) else ("", False)
         while True:
             if not resume:
@@ -317,7 +326,7 @@ class _Run:
             record = Attempt(
                 name, sid, failure.type if failure else "ok", outcome.exit_code, _ms(outcome.seconds)
             )
-            record.waited_s = waited
+            record.waited_s, record.model_resolution = waited, self.models[name].text()
             if failure is not None:
                 record.error = self.redact(failure.message)
             self.attempts.append(record)
@@ -339,6 +348,14 @@ class _Run:
                 failure.exit_code,
                 failure.reset_at,
             )
+            evidence = f"{outcome.summary.error}\n{outcome.stderr[-8000:]}"
+            other = models.retry_model(
+                name, self.models[name], self.failure, evidence, outcome.summary.model, model_retried
+            )
+            if other is not None and self.cli_deadline > time.monotonic():  # within its share
+                self.log.write("decision", agent=name, action="retry", delay_s=0, reason=other.text())
+                self.models[name], model_retried = other, True
+                continue
             step = next_step(
                 failure,
                 retries,
@@ -387,8 +404,8 @@ class _Run:
     ) -> Outcome:
         data = prompt.encode("utf-8")
         in_argv = len(data) <= ARGV_PROMPT_LIMIT and not headless.stdin_prompt
-        # --model names a model of the first CLI; a fallback CLI runs its own default.
-        model = self.opts.model if adapter.name == self.primary else None
+        resolution = self.models[adapter.name]  # see core/models.py
+        model = resolution.model
         argv = [
             binary,
             *headless.argv(prompt if in_argv else None, session_id, resume, model),
@@ -404,6 +421,7 @@ class _Run:
             session_id=session_id,
             resume=resume,
             prompt_on_stdin=not in_argv,
+            model_resolution=resolution.text(),
         )
         others = [a.provider_env for a in adapters.registry().values() if a is not adapter]
         own = (*adapter.provider_env, *adapter.config_env(self.env, self.workspace))
@@ -458,7 +476,9 @@ class _Run:
     def record_outcome(self, agent: str, outcome: Outcome) -> None:
         self.tokens = self.tokens + outcome.summary.tokens
         if self.budget.max_cost is not None:
-            model = outcome.summary.model or (self.opts.model if agent == self.primary else "") or ""
+            model = (
+                outcome.summary.model or (self.models[agent].model if agent in self.models else None) or ""
+            )
             cost, unpriced = attempt_cost(outcome.summary.tokens, model, self.prices)
             if cost is not None:
                 self.cost = (self.cost or 0.0) + cost
@@ -477,7 +497,8 @@ class _Run:
             "ok": error_type is None,
             "response": summary.response if error_type is None else "",
             "agent": agent,
-            "model": summary.model or (self.opts.model or ""),
+            "model": summary.model or (self.models[agent].model if agent in self.models else None) or "",
+            "model_resolution": self.models[agent].text() if agent in self.models else None,
             "session_id": summary.session_id or (last.session_id if last else ""),
             "parent_id": None,
             "log_id": self.log_id,
