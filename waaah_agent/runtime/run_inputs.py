@@ -20,6 +20,7 @@ from waaah_agent.errors import UsageError
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.run_io import (
     ARGV_PROMPT_LIMIT,
+    PROMPT_CAP,
     InvalidPrompt,
     RunOptions,
     decoded,
@@ -120,7 +121,7 @@ def read_context(
         if inputs.skip_context_file or not (default.exists() or default.is_symlink()):
             return prompt, "", {}
         path = default
-    read_cap = cap + 4  # a cut never splits a character it could have kept
+    read_cap = min(cap, PROMPT_CAP) + 4  # a cut never splits a character it could have kept
     try:
         data, size = read_head(path, read_cap)
     except OSError as err:
