@@ -10,6 +10,18 @@ from typing import Annotated
 import typer
 
 from waaah_agent import settings
+from waaah_agent.cli_inputs import (
+    AgentFileOption,
+    ContextDirOption,
+    ContextMaxOption,
+    DryRunOption,
+    PermissionModeOption,
+    PersonaOption,
+    SkillOption,
+    SkipContextOption,
+    TemperatureOption,
+    YoloOption,
+)
 from waaah_agent.cli_options import (
     FORMATS,
     HEADLESS_CLIS,
@@ -23,6 +35,7 @@ from waaah_agent.cli_options import (
 )
 from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env
 from waaah_agent.cli_run import _exit, _masked
+from waaah_agent.core.run_inputs import CONTEXT_MAX, RunInputs
 
 
 def run(
@@ -175,6 +188,16 @@ def run(
         ),
     ] = None,
     breaker_cooldown: CooldownOption = None,
+    agent_file: AgentFileOption = None,
+    persona: PersonaOption = None,
+    skill: SkillOption = None,
+    context_dir: ContextDirOption = None,
+    context_max: ContextMaxOption = CONTEXT_MAX,
+    skip_context_file: SkipContextOption = False,
+    yolo: YoloOption = False,
+    permission_mode: PermissionModeOption = None,
+    temperature: TemperatureOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -210,6 +233,18 @@ def run(
         max_cost=max_cost,
         resume=resume_run,
         resume_tree=resume_tree,
+        inputs=RunInputs(
+            agent_file=agent_file,
+            persona=persona,
+            skill=skill,
+            context_dir=context_dir,
+            context_max=context_max,
+            skip_context_file=skip_context_file,
+            yolo=yolo,
+            permission_mode=permission_mode,
+            temperature=temperature,
+            dry_run=dry_run,
+        ),
     )
 
     def go() -> int:

@@ -124,14 +124,14 @@ def test_a_long_prompt_goes_through_stdin_not_argv(tmp_path: Path) -> None:
 
 def test_context_md_goes_before_the_prompt_cut_with_a_marker(tmp_path: Path) -> None:
     ws = workspace_for(tmp_path)
-    (ws / "CONTEXT.md").write_text("PROJECT-FACT: the build uses make.\n" + "x" * 40_000, encoding="utf-8")
+    (ws / "CONTEXT.md").write_text("PROJECT-FACT: the build uses make.\n" + "x" * 60_000, encoding="utf-8")
     with FakeModel(rules()) as fake:
         env = both_env(tmp_path, ws, fake.url)
         code, out, err = waaah_run(ws, env, "ANSWER-MARKER what builds this?", "--agent", "claude")
         assert code == 0, err
         sent = fake.main_requests()[-1]["prompt_text"]
         assert sent.index("PROJECT-FACT") < sent.index("ANSWER-MARKER")
-        assert "[... context truncated: 32,768 of 40,035 bytes of CONTEXT.md shown ...]" in sent
+        assert "[... context truncated: 51,200 of 60,035 bytes of CONTEXT.md shown ...]" in sent
         assert records(out["log_path"], "start")[0]["context"] == str(ws / "CONTEXT.md")
 
 

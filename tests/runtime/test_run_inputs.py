@@ -55,7 +55,10 @@ def run(
         ),
         (("hi", "--timeout", "0"), "Invalid value for '--timeout': 0 is not more than 0"),
         (("hi", "--timeout", "-3"), "Invalid value for '--timeout': -3 is not more than 0"),
-        (("hi", "--agnet", "claude"), "No such option: --agnet (Possible options: --agent, --parent)"),
+        (
+            ("hi", "--agnet", "claude"),
+            "No such option: --agnet (Possible options: --agent, --agent-file, --parent)",
+        ),
         (("hi", "there"), "Got unexpected extra argument(s) (there)"),
     ],
 )

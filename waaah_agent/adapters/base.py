@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from waaah_agent.core.detect import ScreenRules
+from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser
 from waaah_agent.core.tokens import UsageCounter
 from waaah_agent.core.versions import ReleaseSupport
@@ -44,6 +45,8 @@ class Headless:
     own_session_ids: bool = True
     # Always give the prompt on stdin (argv gets None): for a CLI that alters prompts in argv.
     stdin_prompt: bool = False
+    # Prompt size figures, permission and temperature flags, skills (core/run_inputs.py).
+    inputs: CliInputs | None = None
 
 
 #: Screen rules that never match, for CLIs that only run headless (``interactive=False``).

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core import mcpconf
+from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_claude
 from waaah_agent.core.tokens import claude_counter
 from waaah_agent.core.versions import ReleaseSupport
@@ -41,6 +42,24 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     args = ["-p", *([prompt] if prompt is not None else []), "--output-format", "stream-json", "--verbose"]
     args += ["--resume", session_id] if resume else ["--session-id", session_id]
     return [*args, "--model", model] if model else args
+
+
+#: `waaah run`'s inputs (claude 2.1 `--help`). A 200,000-token window: at about 4 bytes a token
+#: a prompt over 800,000 bytes cannot fit; over 200,000 it fills a quarter of the window.
+INPUTS = CliInputs(
+    prompt_warn=200_000,
+    prompt_max=800_000,
+    prompt_basis="its models' 200K-token window at ~4 bytes a token",
+    permission={
+        "default": (),  # its own default: no flag
+        **{m: ("--permission-mode", m) for m in ("acceptEdits", "plan", "bypassPermissions")},
+        **{m: ("--permission-mode", m) for m in ("auto", "manual", "dontAsk")},
+    },
+    yolo=("--dangerously-skip-permissions",),
+    temperature_note="has no flag or setting for it",
+    skills=(".claude/skills",),
+    skill_prompt=run_inputs.slash_skill,
+)
 
 
 RULES = ScreenRules(
@@ -99,5 +118,5 @@ ADAPTER = Adapter(
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
     provider_env=("ANTHROPIC_", "CLAUDE_", "CLOUD_ML_REGION", "VERTEX_"),
-    headless=Headless(_headless, parser=lambda: StreamParser(apply_claude)),
+    headless=Headless(_headless, parser=lambda: StreamParser(apply_claude), inputs=INPUTS),
 )

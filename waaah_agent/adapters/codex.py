@@ -24,6 +24,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
 from waaah_agent.runtime.mcp_setup import (
@@ -54,6 +55,25 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     if resume:
         args.append(session_id)
     return [*args, prompt if prompt is not None else "-"]
+
+
+#: `waaah run`'s inputs (codex-cli 0.169 `codex exec --help`). GPT-5 codex models take 272,000
+#: input tokens: at about 4 bytes a token a prompt over 1,088,000 bytes cannot fit.
+INPUTS = CliInputs(
+    prompt_warn=272_000,
+    prompt_max=1_088_000,
+    prompt_basis="its models' 272K-token input at ~4 bytes a token",
+    permission={
+        "default": (),  # exec's own default: the read-only sandbox, no approvals
+        "acceptEdits": ("--sandbox", "workspace-write"),
+        "plan": ("--sandbox", "read-only"),
+        "bypassPermissions": ("--dangerously-bypass-approvals-and-sandbox",),
+        **{m: ("--sandbox", m) for m in ("read-only", "workspace-write", "danger-full-access")},
+    },
+    yolo=("--dangerously-bypass-approvals-and-sandbox",),
+    temperature_note="has no temperature setting (its reasoning models take none)",
+    no_skills_note="codex exec has no option or prompt form that runs a named skill",
+)
 
 
 _ENV_KEY = re.compile(r"^\s*env_key\s*=\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", re.MULTILINE)
@@ -295,5 +315,7 @@ ADAPTER = Adapter(
     tokens=codex_counter,
     provider_env=("OPENAI_", "CODEX_"),
     config_env=_config_env,
-    headless=Headless(_headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False),
+    headless=Headless(
+        _headless, parser=lambda: StreamParser(apply_codex), own_session_ids=False, inputs=INPUTS
+    ),
 )

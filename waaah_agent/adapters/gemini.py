@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core import mcpconf
+from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
@@ -84,6 +85,27 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     return [*args, "--model", model] if model else args
 
 
+#: `waaah run`'s inputs (gemini 0.61 `--help`). Models of 1,048,576 tokens: at about 4 bytes a
+#: token a prompt over 4 MiB cannot fit; over 1 MiB it fills a quarter of the window.
+INPUTS = CliInputs(
+    prompt_warn=1024 * 1024,
+    prompt_max=4 * 1024 * 1024,
+    prompt_basis="its models' 1M-token window at ~4 bytes a token",
+    permission={
+        "default": ("--approval-mode", "default"),
+        "acceptEdits": ("--approval-mode", "auto_edit"),
+        "plan": ("--approval-mode", "plan"),
+        "bypassPermissions": ("--approval-mode", "yolo"),
+        "auto_edit": ("--approval-mode", "auto_edit"),
+        "yolo": ("--approval-mode", "yolo"),
+    },
+    yolo=("--yolo",),
+    temperature_note="has no flag for it (only settings.json's per-model generation settings)",
+    skills=(".gemini/skills", ".agents/skills"),
+    skill_prompt=run_inputs.inline_skill,
+)
+
+
 RULES = ScreenRules(
     # The input box line: ` >   Type your message...` when empty, ` > <text>` with a draft.
     input_ready=re.compile(r"^\s*│?\s*>\s", re.MULTILINE),
@@ -146,5 +168,5 @@ ADAPTER = Adapter(
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
     provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_"),
-    headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini)),
+    headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini), inputs=INPUTS),
 )

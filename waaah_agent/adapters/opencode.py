@@ -30,6 +30,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_opencode
 from waaah_agent.runtime.mcp_setup import (
     PROXY_COMMAND,
@@ -57,6 +58,23 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     if model:
         args += ["--model", model]
     return [*args, prompt] if prompt is not None else args
+
+
+#: `waaah run`'s inputs (opencode 1.18 `opencode run --help`). Its window is its provider's:
+#: figured on 128,000 tokens, the smallest common one (about 4 bytes a token).
+INPUTS = CliInputs(
+    prompt_warn=128_000,
+    prompt_max=512_000,
+    prompt_basis="a 128K-token window (its provider's may be larger) at ~4 bytes a token",
+    permission={
+        "default": (),
+        "plan": ("--agent", "plan"),  # its read-only planning agent
+        "bypassPermissions": ("--auto",),
+    },
+    yolo=("--auto",),
+    temperature_note="has no flag for it (only an agent's temperature in opencode.json)",
+    no_skills_note="opencode run has no option that runs a named skill",
+)
 
 
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -230,6 +248,10 @@ ADAPTER = Adapter(
     provider_env=("OPENCODE_", "OPENAI_"),
     config_env=_config_env,
     headless=Headless(
-        _headless, parser=lambda: StreamParser(apply_opencode), own_session_ids=False, stdin_prompt=True
+        _headless,
+        parser=lambda: StreamParser(apply_opencode),
+        own_session_ids=False,
+        stdin_prompt=True,
+        inputs=INPUTS,
     ),
 )

@@ -11,8 +11,9 @@ from typing import Any
 
 ENVELOPE_VERSION = 1
 
-#: Context files are cut to this many bytes (UTF-8), with a visible marker.
-CONTEXT_CAP = 32 * 1024
+#: Context files are cut to this many bytes (UTF-8), with a visible marker (`waaah run
+#: --context-max`'s default).
+CONTEXT_CAP = 50 * 1024
 #: `--format llm`: longer answers are cut to a head and a tail.
 LLM_HEAD = 6000
 LLM_TAIL = 3000

@@ -32,15 +32,12 @@ from waaah_agent.core.resilience import cli_share, next_step
 from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import cli_env, clis, price_file, providers, routes, run_trees, runlog
+from waaah_agent.runtime import cli_env, clis, price_file, providers, routes, run_inputs, run_trees, runlog
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
     InvalidPrompt,
     RunOptions,
-    add_context,
-    input_envelope,
-    read_prompt,
     show,
 )
 from waaah_agent.runtime.startup import find_binary, not_executable_message
@@ -48,10 +45,6 @@ from waaah_agent.runtime.workspace import git_root
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
 ARGV_PROMPT_LIMIT = 30 * 1024
-#: A prompt (stdin or argument) longer than this (bytes) is refused.
-PROMPT_CAP = 8 * 1024 * 1024
-#: At most this much of a context file is read (it is cut to present.CONTEXT_CAP anyway).
-CONTEXT_READ_CAP = 4 * present.CONTEXT_CAP
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,19 +106,12 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []
     try:
-        prompt = read_prompt(opts, stdin, warnings)
-        task = prompt  # what --role's task words are looked for in (not the context)
-        prompt = run_trees.with_replay(prompt, restored)
-        prompt, context_source = add_context(prompt, opts, workspace, warnings)
+        prepared = run_inputs.prepare(
+            opts, workspace, stdin, warnings, lambda text: run_trees.with_replay(text, restored)
+        )
     except InvalidPrompt as bad:
-        envelope = input_envelope(str(bad), opts.agent or "", opts.model)
-        envelope["duration_ms"] = _ms(time.monotonic() - started)
-        out.write(present.json_text(envelope) + "\n" if opts.format == "json" else "")
-        out.flush()
-        print(f"waaah: invalid_input: {bad}", file=err)
-        return int(envelope["exit_code"])
-    for warning in warnings:
-        print(f"waaah: warning: {warning}", file=err)
+        return run_inputs.refuse(bad, opts, out, err, started)
+    prompt, task, context_source = prepared.prompt, prepared.task, prepared.context_source
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
         raise SessionNotFound(
@@ -156,15 +142,23 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
                 "(see: waaah sessions)"
             )
         parent = ""  # an inherited id from another workspace: not ours to link
+    try:  # each CLI's skill, prompt size, permission and temperature flags
+        run_inputs.plan_chain(chain, prepared, opts, workspace, env, warnings)
+    except InvalidPrompt as bad:
+        return run_inputs.refuse(bad, opts, out, err, started)
+    for warning in warnings:
+        print(f"waaah: warning: {warning}", file=err)
+    resume_id = ""
+    if resumed is not None and opts.session:
+        named = opts.session in resumed.session_ids
+        resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
+    if opts.inputs.dry_run:
+        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out)
     redact = Redactor(known_secrets(dict(env)))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
     # their own session ids (codex, opencode).
     log_id = resumed.id if resumed else str(uuid.uuid4())
-    resume_id = ""
-    if resumed is not None and opts.session:
-        named = opts.session in resumed.session_ids
-        resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     log_path = resumed.path if resumed else runlog.new_log_path(workspace, log_id, datetime.now())
     log = runlog.RunLog(log_path, redact)
     log.write(
@@ -402,6 +396,7 @@ class _Run:
     def attempt(
         self, adapter: Adapter, headless: Headless, binary: str, prompt: str, session_id: str, resume: bool
     ) -> Outcome:
+        prompt, knobs = self.opts.inputs.for_cli(adapter.name, prompt)
         data = prompt.encode("utf-8")
         in_argv = len(data) <= ARGV_PROMPT_LIMIT and not headless.stdin_prompt
         resolution = self.models[adapter.name]  # see core/models.py
@@ -409,6 +404,7 @@ class _Run:
         argv = [
             binary,
             *headless.argv(prompt if in_argv else None, session_id, resume, model),
+            *knobs,
             *self.opts.extra_args,
         ]
         shown = ["<prompt>" if (in_argv and a == prompt) else a for a in argv]

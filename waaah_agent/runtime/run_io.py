@@ -13,17 +13,15 @@ from waaah_agent.core import failures as F
 from waaah_agent.core import present
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import RetryConfig
+from waaah_agent.core.run_inputs import RunInputs
 from waaah_agent.core.streams import StreamSummary, Tokens
 from waaah_agent.errors import UsageError, run_exit_code, storage_error
-from waaah_agent.runtime.safe_read import read_head
 from waaah_agent.runtime.store import atomic_write
 
 #: Prompts longer than this (bytes) go to the CLI's stdin, never its argv.
 ARGV_PROMPT_LIMIT = 30 * 1024
 #: A prompt (stdin or argument) longer than this (bytes) is refused.
 PROMPT_CAP = 8 * 1024 * 1024
-#: At most this much of a context file is read (it is cut to present.CONTEXT_CAP anyway).
-CONTEXT_READ_CAP = 4 * present.CONTEXT_CAP
 
 
 @dataclass
@@ -47,6 +45,7 @@ class RunOptions:
     max_cost: float | None = None  # --max-cost: the same in US dollars
     resume: str | None = None  # --resume ID: that run's log replayed before the prompt
     resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
+    inputs: RunInputs = field(default_factory=RunInputs)  # agent file, context, knobs, --dry-run
 
 
 class InvalidPrompt(UsageError):
@@ -95,24 +94,6 @@ def refuse_nul(text: str, source: str) -> None:
             f"{source} holds a NUL byte (character {at}), which no CLI can be given; remove it "
             "(e.g. tr -d '\\0')"
         )
-
-
-def add_context(prompt: str, opts: RunOptions, workspace: Path, warnings: list[str]) -> tuple[str, str]:
-    path = opts.context
-    if path is None:
-        default = workspace / "CONTEXT.md"
-        if not (default.exists() or default.is_symlink()):
-            return prompt, ""
-        path = default
-    try:
-        data, size = read_head(path, CONTEXT_READ_CAP)
-    except OSError as err:
-        raise UsageError(f"cannot read the context file {path}: {err.strerror or err}") from None
-    source = f"the context file {path}"
-    complete = size <= CONTEXT_READ_CAP
-    text = decoded(data, source, warnings) if complete else data.decode("utf-8", "replace")
-    refuse_nul(text[: present.CONTEXT_CAP], source)  # what is past the cap is not sent
-    return present.with_context(prompt, text, path.name, total=size), str(path)
 
 
 def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:

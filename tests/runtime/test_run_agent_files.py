@@ -1,0 +1,179 @@
+"""`waaah run`'s inputs through the real command: agent files (hostile ones too), personas,
+context options, task data on stdin, prompt size, permission flags, skills and --dry-run. No
+CLI is installed here: everything is checked before one would start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runtime.test_run_inputs import run
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+AGENT = "---\npersona: kind\n---\nYou review code. SHARED-TEXT\n\n## persona: strict\nSTRICT-TEXT\n\n## persona: kind\nKIND-TEXT\n"
+
+
+def dry(ws: Path, *args: str, stdin: str = "") -> dict[str, Any]:
+    done = run(ws, "--dry-run", "--agent", "claude", *args, stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (ws / ".waaah").exists()  # no run log
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def one_line_error(done: Any, code: int = 2) -> str:
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("waaah: "), done.stderr
+    return str(lines[0])
+
+
+def test_dry_run_shows_what_would_run_and_starts_nothing(ws: Path) -> None:
+    (ws / "agent.md").write_text(AGENT)
+    out = dry(ws, "--agent-file", "agent.md", "--persona", "strict", "--model", "opus", "review x.py")
+    assert out["dry_run"] is True and out["agent"] == "claude" and out["model"] == "opus"
+    assert out["binary"] is None and out["clis"][0]["installed"] is False  # none installed here
+    assert out["argv"][:4] == ["claude", "-p", "<prompt>", "--output-format"]
+    assert out["argv"][-2:] == ["--model", "opus"] and "review x.py" not in json.dumps(out["argv"])
+    prompt = '<agent source="agent.md" persona="strict">\nYou review code. SHARED-TEXT\n\nSTRICT-TEXT\n</agent>\n\nreview x.py'
+    assert out["prompt"] == {
+        "bytes": len(prompt),
+        "chars": len(prompt),
+        "tokens_estimate": -(-len(prompt) // 4),
+        "warn_bytes": 200_000,
+        "max_bytes": 800_000,
+    }
+    assert out["persona"] == "strict" and out["agent_text_sent"] is True and out["context"] is None
+    assert "claude is not installed" in out["warnings"][0]
+
+
+def test_the_front_matter_names_the_default_persona(ws: Path) -> None:
+    (ws / "agent.md").write_text(AGENT)
+    assert dry(ws, "--agent-file", "agent.md", "hi")["persona"] == "kind"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: None, "waaah: cannot read the agent file {p}: No such file or directory"),
+        (lambda p: os.mkfifo(p), "waaah: cannot read the agent file {p}: is a FIFO, not a regular file"),
+        (lambda p: p.mkdir(), "waaah: cannot read the agent file {p}: is a directory, not a regular file"),
+        (
+            lambda p: p.write_bytes(b"x" * (1024 * 1024 + 1)),
+            "waaah: cannot read the agent file {p}: is 1,048,577 bytes, more than the 1,048,576",
+        ),
+        (
+            lambda p: p.write_bytes(b"ok\n\xff\xfe"),
+            "waaah: invalid_input: the agent file {p} is not valid UTF-8 (byte 0xff at offset 3)",
+        ),
+        (
+            lambda p: p.write_text("No personas.\n"),
+            "waaah: invalid_input: unknown persona 'strict' (--persona) in {p}; known: none",
+        ),
+    ],
+)
+def test_hostile_agent_files_are_one_line_errors(ws: Path, make: Any, message: str) -> None:
+    path = ws / "a.md"
+    make(path)
+    done = run(ws, "--agent-file", "a.md", "--persona", "strict", "hi")
+    assert one_line_error(done).startswith(message.format(p="a.md"))
+    assert not (ws / ".waaah").exists()
+
+
+def test_an_unknown_persona_is_an_invalid_input_envelope(ws: Path) -> None:
+    (ws / "agent.md").write_text(AGENT)
+    done = run(ws, "--agent-file", "agent.md", "--persona", "lazy", "hi")
+    line = one_line_error(done)
+    assert line == "waaah: invalid_input: unknown persona 'lazy' (--persona) in agent.md; known: strict, kind"
+    envelope = json.loads(done.stdout)
+    assert envelope["error_type"] == "invalid_input" and envelope["exit_code"] == 2
+
+
+def test_the_context_options(ws: Path) -> None:
+    (ws / "CONTEXT.md").write_text("W" * 60_000)
+    out = dry(ws, "hi")
+    assert out["context"] == {
+        "source": str(ws / "CONTEXT.md"),
+        "bytes": 60_000,
+        "cut": True,
+        "max_bytes": 51_200,
+    }
+    assert out["prompt"]["bytes"] > 51_200
+    small = dry(ws, "--context-max", "1000", "hi")
+    assert small["context"]["cut"] is True and small["prompt"]["bytes"] < 1_200
+    assert dry(ws, "--skip-context-file", "hi")["context"] is None
+    (ws / "docs").mkdir()
+    (ws / "docs" / "CONTEXT.md").write_text("short")
+    assert dry(ws, "--context-dir", "docs", "hi")["context"]["cut"] is False
+    empty = ws / "empty"
+    empty.mkdir()
+    assert one_line_error(run(ws, "--context-dir", "empty", "hi")) == (
+        "waaah: no CONTEXT.md in the context folder empty"
+    )
+    assert "not both" in one_line_error(run(ws, "--context-dir", "docs", "--context", "x", "hi"))
+
+
+def test_task_data_on_stdin_and_flags_win(ws: Path) -> None:
+    (ws / "agent.md").write_text(AGENT)
+    task = {"prompt": "fix TASK-PROMPT", "persona": "kind", "agent_file": "agent.md", "model": "m1"}
+    out = dry(ws, "--persona", "strict", stdin=json.dumps(task))
+    assert out["persona"] == "strict" and out["model"] == "m1" and out["agent_file"] == "agent.md"
+    with_context = dry(ws, stdin=json.dumps({"prompt": "p", "context": "CTX"}))
+    assert with_context["context"] == {"source": "task data", "bytes": 3, "cut": False, "max_bytes": 51_200}
+    line = one_line_error(run(ws, "--dry-run", stdin='{"prompt": "x", "colour": "red"}'))
+    assert line.startswith("waaah: invalid_input: unknown key 'colour' in the task data on stdin; known:")
+
+
+def test_prompt_size_per_cli(ws: Path) -> None:
+    out = dry(ws, stdin="w" * 200_001)
+    assert out["prompt_on_stdin"] is True
+    assert any("over the 200,000 at which claude" in w for w in out["warnings"])
+    done = run(ws, "--agent", "claude", "--fallback", "gemini", stdin="w" * 800_001)
+    assert "more than the 800,000 claude takes" in one_line_error(done)
+    assert json.loads(done.stdout)["error_type"] == "invalid_input"
+
+
+def test_permission_flags_and_temperature(ws: Path) -> None:
+    out = dry(
+        ws, "--fallback", "codex,gemini", "--permission-mode", "acceptEdits", "--temperature", "0.3", "hi"
+    )
+    argvs = {c["agent"]: c["argv"] for c in out["clis"]}
+    assert argvs["claude"][-2:] == ["--permission-mode", "acceptEdits"]
+    assert argvs["codex"][-2:] == ["--sandbox", "workspace-write"]
+    assert argvs["gemini"][-2:] == ["--approval-mode", "auto_edit"]
+    assert sum("--temperature 0.3 is not applied" in w for w in out["warnings"]) == 3
+    done = run(ws, "--agent", "opencode", "--permission-mode", "acceptEdits", "hi")
+    assert "opencode cannot run in permission mode 'acceptEdits'" in one_line_error(done)
+
+
+def test_skills_are_found_where_the_cli_looks(ws: Path) -> None:
+    skill = ws / ".claude" / "skills" / "review" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: review\n---\nReview carefully.\n")
+    out = dry(ws, "--skill", "review", "check x.py")
+    assert out["clis"][0]["skill_file"] == str(skill)
+    home_skill = ws.parent / ".gemini" / "skills" / "review" / "SKILL.md"  # HOME is ws.parent
+    home_skill.parent.mkdir(parents=True)
+    home_skill.write_text("Review carefully.\n")
+    both = dry(ws, "--skill", "review", "--fallback", "gemini", "check x.py")
+    assert both["clis"][1]["skill_file"] == str(home_skill)
+    assert both["clis"][1]["prompt"]["bytes"] > both["clis"][0]["prompt"]["bytes"]  # SKILL.md inlined
+    missing = one_line_error(run(ws, "--agent", "claude", "--skill", "nope", "hi"))
+    assert "no skill 'nope' for claude: looked for " + str(ws / ".claude/skills/nope/SKILL.md") in missing
+    codex = one_line_error(run(ws, "--agent", "codex", "--skill", "review", "hi"))
+    assert "--skill: codex has no skills waaah can run" in codex
