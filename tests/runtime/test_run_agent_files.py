@@ -177,3 +177,20 @@ def test_skills_are_found_where_the_cli_looks(ws: Path) -> None:
     assert "no skill 'nope' for claude: looked for " + str(ws / ".claude/skills/nope/SKILL.md") in missing
     codex = one_line_error(run(ws, "--agent", "codex", "--skill", "review", "hi"))
     assert "--skill: codex has no skills waaah can run" in codex
+
+
+def test_dry_run_resolves_each_cli_s_model_and_shows_the_budget(ws: Path) -> None:
+    """The model each CLI of the chain would get (the workspace's providers.yaml, the bundled
+    aliases), in argv and in model_resolution, and the run's budget, before anything starts."""
+    (ws / "providers.yaml").write_text(
+        "claude:\n  aliases: {quick: claude-haiku-5-5}\ngemini:\n  model: gemini-2.5-pro\n"
+    )
+    out = dry(ws, "--fallback", "gemini", "--model", "quick", "--max-tokens", "9000", "hi")
+    claude, gemini = out["clis"]
+    assert (claude["model"], claude["argv"][-2:]) == ("claude-haiku-5-5", ["--model", "claude-haiku-5-5"])
+    assert claude["model_resolution"] == "quick -> claude-haiku-5-5 (alias, providers.yaml)"
+    assert out["model"] == "claude-haiku-5-5" and out["model_resolution"] == claude["model_resolution"]
+    assert gemini["model"] == "gemini-2.5-pro" and gemini["argv"][-2:] == ["--model", "gemini-2.5-pro"]
+    assert "providers.yaml" in gemini["model_resolution"]
+    assert out["budget"] == {"tokens": 0, "spent": False, "max_tokens": 9000}
+    assert dry(ws, "hi")["budget"] is None

@@ -153,7 +153,8 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         named = opts.session in resumed.session_ids
         resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     if opts.inputs.dry_run:
-        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out)
+        shown = budget.to_json(Tokens(), None, "") if budget else None
+        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, shown)
     redact = Redactor(known_secrets(dict(env)))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick

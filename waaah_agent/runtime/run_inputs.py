@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import adapters
-from waaah_agent.core import present
+from waaah_agent.core import models, present
 from waaah_agent.core import run_inputs as R
 from waaah_agent.core.run_inputs import CliPlan, InputError
 from waaah_agent.errors import UsageError
@@ -219,8 +219,11 @@ def dry_run(
     resume_id: str,
     warnings: list[str],
     out: IO[str],
+    layers: list[models.Providers] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> int:
-    """What the run would do, as one JSON object; nothing is started and no log is written."""
+    """What the run would do, as one JSON object; nothing is started and no log is written.
+    Each CLI's model is resolved as the run would (``layers``: the providers files)."""
     known = adapters.registry()
     inputs = opts.inputs
     clis_out: list[dict[str, Any]] = []
@@ -233,7 +236,8 @@ def dry_run(
         in_argv = len(prompt.encode("utf-8")) <= ARGV_PROMPT_LIMIT and not headless.stdin_prompt
         resume = bool(resume_id) and index == 0
         session = resume_id if resume else ("<new-session-id>" if headless.own_session_ids else "")
-        model = opts.model if index == 0 else None
+        resolution = models.resolve(name, opts.model, index == 0, layers or [])
+        model = resolution.model
         argv = [
             binary or adapter.binary,
             *headless.argv("<prompt>" if in_argv else None, session, resume, model),
@@ -246,6 +250,8 @@ def dry_run(
                 "agent": name,
                 "binary": binary,
                 "installed": binary is not None,
+                "model": model or "",
+                "model_resolution": resolution.text(),
                 "argv": argv,
                 "prompt_on_stdin": not in_argv,
                 "prompt": plan.stats if plan else {},
@@ -259,7 +265,8 @@ def dry_run(
         "dry_run": True,
         "ok": True,
         "agent": chain[0],
-        "model": opts.model or "",
+        "model": first["model"],
+        "model_resolution": first["model_resolution"],
         "binary": first["binary"],
         "argv": first["argv"],
         "prompt_on_stdin": first["prompt_on_stdin"],
@@ -271,6 +278,7 @@ def dry_run(
         "skill": inputs.skill,
         "session": opts.session,
         "fallback_chain": chain,
+        "budget": budget,
         "clis": clis_out,
         "warnings": warnings,
     }
