@@ -62,4 +62,4 @@ def test_a_wrong_key_or_value_is_one_line_with_an_example(text, said):
 
 def test_the_example_is_a_valid_config_once_uncommented():
     lines = [line[2:] for line in template().splitlines() if line.startswith("# ") and " = " in line]
-    assert len(parse("\n".join(lines))) == len(KEYS) == 15
+    assert len(parse("\n".join(lines))) == len(KEYS) == 16

@@ -59,6 +59,12 @@ KEYS: dict[str, Key] = {
         "the routing table of `waaah route` and `waaah run --role`",
         '"~/.config/waaah-agent/routes.json"',
     ),
+    "providers": Key(
+        "WAAAH_PROVIDERS",
+        "path",
+        "`waaah run`'s providers file: each CLI's model and aliases",
+        '"~/.config/waaah-agent/providers.yaml"',
+    ),
     "breaker_cooldown": Key(
         "WAAAH_BREAKER_COOLDOWN", "seconds", "seconds a tripped CLI rests before one probe", "60"
     ),
