@@ -197,6 +197,7 @@ def agent(
             "--max-cost",
             envvar=settings.MAX_COST,
             min=0.000001,
+            max=1_000_000,  # and never inf: the envelope stays JSON
             metavar="USD",
             help="Cost budget of the session in US dollars, from the transcript's tokens per model and "
             "your price table (prices.toml in waaah's config folder, or WAAAH_PRICES; see README "

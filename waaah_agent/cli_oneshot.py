@@ -182,6 +182,7 @@ def run(
             "--max-cost",
             envvar=settings.RUN_MAX_COST,
             min=0.000001,
+            max=1_000_000,  # and never inf: the envelope stays JSON
             metavar="USD",
             help="The same in US dollars: the CLI's own figure (claude, opencode), else the tokens at "
             "your price table's prices (README Budgets). Example: --max-cost 0.50",
@@ -207,7 +208,9 @@ def run(
     """
     from waaah_agent.runtime import oneshot, run_io
 
-    if list_runs or paths:
+    if paths and not list_runs:
+        raise typer.BadParameter("only with --list (waaah run --list [ID] --paths)", param_hint="'--paths'")
+    if list_runs:
         _exit(lambda: _list(prompt, workspace, paths))
     # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
     routed = role and not session and (agent is None or _from_env(ctx, "agent"))

@@ -22,7 +22,7 @@ FLAGS = {
     ("claude", "plan"): ["--permission-mode", "plan"],
     ("gemini", "yolo"): ["--yolo"],
     ("claude", "yolo"): ["--dangerously-skip-permissions"],
-    ("codex", "plan"): ["--sandbox", "read-only"],
+    ("codex", "plan"): ["-c", 'sandbox_mode="read-only"'],
     ("codex", "yolo"): ["--dangerously-bypass-approvals-and-sandbox"],
     ("opencode", "plan"): ["--agent", "plan"],
     ("opencode", "yolo"): ["--auto"],
@@ -59,4 +59,11 @@ def test_codex_and_opencode_take_their_permission_flags(name: str, mode: str, tm
         assert out["ok"], json.dumps(out)[:2000]
         argv = records(out["log_path"], "attempt")[0]["argv"]
         flags = FLAGS[(name, mode)]
+        assert any(argv[i : i + len(flags)] == flags for i in range(len(argv))), argv
+        # The same flags on the CLI's own resume (`codex exec resume` has no --sandbox).
+        again = openai_clis.waaah_run(
+            [openai_clis.SECOND, "--session", out["session_id"], "--timeout", "120", *as_args(mode)], env, ws
+        )
+        assert again["ok"] and again["session_id"] == out["session_id"], json.dumps(again)[:2000]
+        argv = records(out["log_path"], "attempt")[-1]["argv"]
         assert any(argv[i : i + len(flags)] == flags for i in range(len(argv))), argv

@@ -124,3 +124,12 @@ def test_no_session_bad_since_and_a_fifo_for_events(tmp_path, night):
     assert done.returncode == 0 and "no events" in done.stdout and "note: skipped" in done.stdout
     done = waaah(night, "report", "--html", str(tmp_path / "missing-dir" / "x.html"))
     assert done.returncode == 8 and "Traceback" not in done.stderr
+
+
+def test_a_broken_price_table_costs_the_report_only_its_cost_line(night, tmp_path):
+    prices = tmp_path / "home" / ".config" / "waaah-agent" / "prices.toml"
+    prices.write_text('["x"]\ninput = 1\n')  # no output price
+    done = waaah(night, "report")
+    assert done.returncode == 0, done.stderr
+    assert "tokens: 300,000 in, 8,000 out" in done.stdout and "cost:" not in done.stdout
+    assert "note: no cost shown: the price table" in done.stdout and "no output price" in done.stdout

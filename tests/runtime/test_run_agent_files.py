@@ -154,7 +154,7 @@ def test_permission_flags_and_temperature(ws: Path) -> None:
     )
     argvs = {c["agent"]: c["argv"] for c in out["clis"]}
     assert argvs["claude"][-2:] == ["--permission-mode", "acceptEdits"]
-    assert argvs["codex"][-2:] == ["--sandbox", "workspace-write"]
+    assert argvs["codex"][-2:] == ["-c", 'sandbox_mode="workspace-write"']
     assert argvs["gemini"][-2:] == ["--approval-mode", "auto_edit"]
     assert sum("--temperature 0.3 is not applied" in w for w in out["warnings"]) == 3
     done = run(ws, "--agent", "opencode", "--permission-mode", "acceptEdits", "hi")
@@ -194,3 +194,60 @@ def test_dry_run_resolves_each_cli_s_model_and_shows_the_budget(ws: Path) -> Non
     assert "providers.yaml" in gemini["model_resolution"]
     assert out["budget"] == {"tokens": 0, "spent": False, "max_tokens": 9000}
     assert dry(ws, "hi")["budget"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "extra_env", "said"),
+    [
+        ((), '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", {}, "is not a JSON object"),
+        (
+            (),
+            '{"prompt": "x", "agent_file": "a\\u0000b"}',
+            {},
+            "'agent_file' in the task data on stdin holds a NUL",
+        ),
+        (("q", "--context-dir", "a" * 300), "", {}, "--context-dir cannot be used (File name too long)"),
+        (("q",), "", {"WAAAH_PROVIDERS": "a" * 300}, "WAAAH_PROVIDERS names a path that cannot be used"),
+    ],
+)
+def test_absurd_task_data_and_paths_are_one_line_never_a_traceback(
+    ws: Path, args: tuple[str, ...], stdin: str, extra_env: dict[str, str], said: str
+) -> None:
+    from tests.runtime.helpers import WAAAH
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "LANG": "C.UTF-8", **extra_env}
+    done = subprocess.run(
+        [WAAAH, "run", "--agent", "claude", "--dry-run", *args],
+        cwd=ws,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert said in one_line_error(done)
+
+
+def test_dry_run_masks_the_secrets_a_real_run_masks(ws: Path) -> None:
+    from tests.runtime.helpers import WAAAH
+
+    secret = "sk-ant-api03-" + "S3CR3T" * 6
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": secret}
+    args = ["run", "q", "--agent", "claude", "--dry-run", "--", "--settings", f'{{"apiKey": "{secret}"}}']
+    done = subprocess.run([WAAAH, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stdout + done.stderr and "--settings" in done.stdout
+
+
+def test_paths_without_list_is_a_usage_error_and_a_dry_run_makes_no_log_folder(ws: Path) -> None:
+    from tests.runtime.test_run_inputs import run as plain_run
+
+    done = plain_run(ws, "explain x.py", "--paths")
+    assert done.returncode == 2 and "only with --list" in done.stderr
+    from tests.runtime.helpers import WAAAH
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "WAAAH_LOG_DIR": str(ws.parent / "logs")}
+    done = subprocess.run(
+        [WAAAH, "run", "q", "--agent", "claude", "--dry-run"], cwd=ws, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and not (ws.parent / "logs").exists(), done.stderr

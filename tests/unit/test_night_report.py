@@ -98,3 +98,11 @@ def test_with_a_price_table_the_night_has_its_cost_over_time():
     assert unpriced.unpriced == ["gemini-2.5-pro"] and "gemini-2.5-pro at its highest prices" in "\n".join(
         summary_lines(unpriced, str)
     )
+
+
+def test_totals_written_without_models_are_charged_at_the_highest_prices_and_said():
+    events = [{"event": "start", "t": 0}, {"event": "tokens", "input": 2_000_000, "output": 500_000, "t": 10}]
+    night = read_night(
+        [("old", events, None)], parse('["a"]\ninput = 1.0\noutput = 2.0\n["b"]\ninput = 3.0\noutput = 4.0\n')
+    )
+    assert night.costs == [(10, 8.0)] and night.unpriced == ["(unknown model)"]

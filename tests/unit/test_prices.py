@@ -50,9 +50,9 @@ def test_cost_counts_cached_tokens_at_their_price_and_unpriced_models_at_the_hig
         cost_of({"claude-opus-4": {"input": 1_000_000, "cached": 1_000_000, "output": 0}}, prices).usd == 5.0
     )
     unknown = cost_of(
-        {"gpt-9": {"input": 1_000_000, "output": 1_000_000, "cached": 0}, "": {"input": 0}}, prices
+        {"gpt-9": {"input": 1_000_000, "output": 1_000_000, "cached": 0}, "": {"input": 5}}, prices
     )
-    assert unknown.usd == pytest.approx(6.0 + 30.0)  # the dearest input and output of the table
+    assert unknown.usd == pytest.approx(6.0 + 30.0 + 5 * 6.0 / 1e6)  # the dearest input and output
     assert unknown.unpriced == ("(unknown model)", "gpt-9")
     # Counts beyond reason never make a negative or a cached share above the input.
     assert cost_of({"gemini-2.5-pro": {"input": 10, "cached": 99, "output": -5}}, prices).usd >= 0
@@ -138,3 +138,12 @@ def test_a_run_budget_says_when_no_more_attempts_may_start():
     usd, unpriced = attempt_cost(Tokens(1_000_000, 0), "gemini-2.5-pro", prices)
     assert usd == 1.25 and unpriced == ()
     assert attempt_cost(Tokens(1_000_000, 0), "x", parse(""))[0] is None
+
+
+def test_a_model_that_spent_nothing_is_never_an_unpriced_model():
+    """claude writes its API-error messages as model "<synthetic>" with all-zero usage."""
+    found = cost_of(
+        {"<synthetic>": {"input": 0, "output": 0, "cached": 0}, "gemini-2.5-pro": {"input": 10**6}},
+        parse(TABLE),
+    )
+    assert found.unpriced == () and found.usd == 1.25

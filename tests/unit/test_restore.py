@@ -64,6 +64,10 @@ def test_own_prompt_drops_the_context_and_an_earlier_replay() -> None:
     )
     assert own_prompt(logged) == "the question"
     assert own_prompt("plain") == "plain"
+    # With an agent file, its block comes first (agent, context, replay, the prompt).
+    agent = '<agent source="reviewer.md" persona="strict">\nBe strict. SECRETWORD\n</agent>\n\n'
+    assert own_prompt(agent + logged) == "the question"
+    assert own_prompt(agent + "just this") == "just this"
     assert own_prompt("<context source=unclosed") == "<context source=unclosed"
 
 

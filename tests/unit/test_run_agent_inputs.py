@@ -151,7 +151,7 @@ def test_prompt_size_warns_then_refuses_per_cli() -> None:
         ("claude", "acceptEdits", False, ["--permission-mode", "acceptEdits"]),
         ("claude", "default", False, []),
         ("claude", "bypassPermissions", True, ["--dangerously-skip-permissions"]),
-        ("codex", "acceptEdits", False, ["--sandbox", "workspace-write"]),
+        ("codex", "acceptEdits", False, ["-c", 'sandbox_mode="workspace-write"']),
         ("codex", None, True, ["--dangerously-bypass-approvals-and-sandbox"]),
         ("opencode", "plan", False, ["--agent", "plan"]),
         ("opencode", None, True, ["--auto"]),
@@ -196,3 +196,8 @@ def test_skills_are_looked_for_in_the_workspace_then_home() -> None:
     R.check_skill_name("code-review")
     with pytest.raises(InputError, match="invalid skill name '../x'"):
         R.check_skill_name("../x")
+
+
+def test_empty_front_matter_is_front_matter() -> None:
+    agent = R.parse_agent_file("---\n---\nShared text.\n", "a.md")
+    assert agent.body.strip() == "Shared text." and agent.personas == {}

@@ -58,17 +58,25 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
 
 
 #: `waaah run`'s inputs (codex-cli 0.169 `codex exec --help`). GPT-5 codex models take 272,000
-#: input tokens: at about 4 bytes a token a prompt over 1,088,000 bytes cannot fit.
+#: input tokens: at about 4 bytes a token a prompt over 1,088,000 bytes cannot fit. The sandbox
+#: is set as the config key ``sandbox_mode`` (``-c``), which ``codex exec`` and ``codex exec
+#: resume`` both take; only ``exec`` has ``--sandbox`` (``resume`` refuses it: --session).
+
+
+def _sandbox(mode: str) -> tuple[str, ...]:
+    return ("-c", f'sandbox_mode="{mode}"')
+
+
 INPUTS = CliInputs(
     prompt_warn=272_000,
     prompt_max=1_088_000,
     prompt_basis="its models' 272K-token input at ~4 bytes a token",
     permission={
         "default": (),  # exec's own default: the read-only sandbox, no approvals
-        "acceptEdits": ("--sandbox", "workspace-write"),
-        "plan": ("--sandbox", "read-only"),
+        "acceptEdits": _sandbox("workspace-write"),
+        "plan": _sandbox("read-only"),
         "bypassPermissions": ("--dangerously-bypass-approvals-and-sandbox",),
-        **{m: ("--sandbox", m) for m in ("read-only", "workspace-write", "danger-full-access")},
+        **{m: _sandbox(m) for m in ("read-only", "workspace-write", "danger-full-access")},
     },
     yolo=("--dangerously-bypass-approvals-and-sandbox",),
     temperature_note="has no temperature setting (its reasoning models take none)",

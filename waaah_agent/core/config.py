@@ -103,7 +103,7 @@ def _value(name: str, key: Key, value: Any) -> str:
             raise wrong
         return value.strip()
     if key.kind in ("seconds", "count", "dollars"):
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e12
         if not ok or (key.kind == "count" and not float(value).is_integer()):
             raise wrong
         return str(int(value)) if key.kind == "count" else str(float(value))

@@ -231,7 +231,10 @@ def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], e
                 if isinstance(models, dict)
                 else {}
             )
-            night.token_points.append((t, name, _int(e.get("input")), _int(e.get("output")), per_model))
+            i, o = _int(e.get("input")), _int(e.get("output"))
+            if not per_model and (i or o):  # written before tokens were kept per model
+                per_model = {"": {"input": i, "output": o, "cached": _int(e.get("cached"))}}
+            night.token_points.append((t, name, i, o, per_model))
         if name_ in INTERVENTIONS:
             night.markers.append(Marker(name, t, INTERVENTIONS[name_], _cause(name_, e)))
         if name_ == "nudge":

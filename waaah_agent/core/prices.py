@@ -146,6 +146,8 @@ def cost_of(usage_by_model: Mapping[str, Mapping[str, int]], prices: Prices) -> 
         raise PriceProblem("the price table is empty")
     usd, unpriced = 0.0, []
     for model, counts in usage_by_model.items():
+        if not any(int(counts.get(k, 0)) for k in ("input", "output", "cached")):
+            continue  # e.g. claude's "<synthetic>" error messages: nothing spent, nothing to price
         price = prices.find(model) if model else None
         if price is None:
             price = prices.dearest()

@@ -65,10 +65,16 @@ def tree_order(items: Sequence[Item], root: str) -> list[tuple[Item, int]]:
 
 
 def own_prompt(logged: str) -> str:
-    """A logged prompt without what `waaah run` put before it: the context file's block and the
-    runs an earlier --resume replayed (they are replayed from their own logs, not again)."""
+    """A logged prompt without what `waaah run` put before it, in the order it is written: the
+    agent file's block (--agent-file), the context file's block and the runs an earlier --resume
+    replayed (they are replayed from their own logs, not again)."""
     text = logged
-    for opening, closing in (("<context source=", "\n</context>\n\n"), (OPEN_TAG, f"\n{CLOSE_TAG}\n\n")):
+    blocks = (
+        ("<agent source=", "\n</agent>\n\n"),
+        ("<context source=", "\n</context>\n\n"),
+        (OPEN_TAG, f"\n{CLOSE_TAG}\n\n"),
+    )
+    for opening, closing in blocks:
         if text.startswith(opening):
             end = text.find(closing)
             if end >= 0:

@@ -136,7 +136,7 @@ def parse_agent_file(text: str, source: str) -> AgentFile:
     text = text.replace("\r\n", "\n").lstrip("\ufeff")
     front: dict[str, str] = {}
     if text.startswith("---\n"):
-        end = text.find("\n---", 4)
+        end = 3 if text.startswith("---\n---") else text.find("\n---", 4)
         if end < 0 or text[end + 4 : end + 5] not in ("", "\n"):
             raise InputError(f"the agent file {source} opens front matter (---) and never closes it")
         for line in text[4:end].splitlines():
@@ -204,7 +204,7 @@ def parse_task(text: str) -> dict[str, str]:
     a non-empty prompt."""
     try:
         data: Any = json.loads(text)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested beyond any real task
         raise InputError(
             f"stdin starts with '{{' but is not a JSON object ({err}); give a text prompt that "
             'starts with { as the argument instead (waaah run "$(cat file)")'
@@ -219,6 +219,10 @@ def parse_task(text: str) -> dict[str, str]:
     for key, value in data.items():
         if not isinstance(value, str):
             raise InputError(f"'{key}' in the task data on stdin must be a string")
+        if "\x00" in value:
+            raise InputError(
+                f"'{key}' in the task data on stdin holds a NUL byte, which no CLI or file name can take"
+            )
     if not str(data.get("prompt", "")).strip():
         raise InputError("the task data on stdin has no 'prompt'")
     return dict(data)

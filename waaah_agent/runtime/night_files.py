@@ -148,7 +148,11 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
 def report(folder: Path, session: str | None, since: str | None, html: Path | None) -> str:
     """The terminal summary; with ``html``, the page written there too."""
     chosen = choose(folder, session, since)
-    prices, _ = price_file.load(os.environ)  # costs over time when the user keeps a table
+    try:  # costs over time when the user keeps a table; a broken one costs the report nothing else
+        prices: Prices | None = price_file.load(os.environ)[0]
+    except UsageError as err:
+        prices = None
+        chosen.notes.append(f"no cost shown: {err}")
     night = night_of(chosen, prices)
     lines = summary_lines(night, clock)
     if html is not None:

@@ -102,7 +102,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
         ) from None
     workspace = git_root(cwd) or cwd
-    run_trees.check_log_dir(workspace, write=True)
+    run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []
     try:
@@ -348,6 +348,9 @@ class _Run:
                 name, self.models[name], self.failure, evidence, outcome.summary.model, model_retried
             )
             if other is not None and self.cli_deadline > time.monotonic():  # within its share
+                if self.over_budget():
+                    self.breakers.release()  # a probe it held says nothing of the CLI
+                    return None
                 self.log.write("decision", agent=name, action="retry", delay_s=0, reason=other.text())
                 self.models[name], model_retried = other, True
                 continue

@@ -30,12 +30,20 @@ def headless_clis() -> list[str]:
     return sorted(n for n, a in adapters.registry().items() if a.headless is not None)
 
 
+def _why(err: Exception) -> str:
+    return (err.strerror if isinstance(err, OSError) else None) or str(err)
+
+
 def files(env: Mapping[str, str], workspace: Path) -> list[tuple[Path, str]]:
     """The providers files in force, (path, how resolutions name it), highest precedence first."""
     out = []
     if env.get(PROVIDERS):
         named = Path(env[PROVIDERS]).expanduser()
-        if not named.exists() and not named.is_symlink():
+        try:
+            found = named.exists() or named.is_symlink()
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte
+            raise UsageError(f"{PROVIDERS} names a path that cannot be used ({_why(err)})") from None
+        if not found:
             raise UsageError(f"{PROVIDERS} names {named}, which does not exist")
         out.append((named, str(named)))
     for relative in WORKSPACE_FILES:

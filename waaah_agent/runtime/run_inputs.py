@@ -15,6 +15,7 @@ from typing import IO, Any
 from waaah_agent import adapters
 from waaah_agent.core import models, present
 from waaah_agent.core import run_inputs as R
+from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.run_inputs import CliPlan, InputError
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import clis
@@ -116,7 +117,12 @@ def read_context(
         raise UsageError("give --context FILE or --context-dir DIR, not both")
     path = opts.context
     if path is None and inputs.context_dir is not None:
-        if not inputs.context_dir.is_dir():
+        try:
+            is_dir = inputs.context_dir.is_dir()
+        except (OSError, ValueError) as err:  # a name too long
+            why = (err.strerror if isinstance(err, OSError) else None) or str(err)
+            raise UsageError(f"--context-dir cannot be used ({why})") from None
+        if not is_dir:
             raise UsageError(f"--context-dir {inputs.context_dir} is not a folder")
         path = inputs.context_dir / "CONTEXT.md"
         if not (path.exists() or path.is_symlink()):
@@ -282,6 +288,8 @@ def dry_run(
         "clis": clis_out,
         "warnings": warnings,
     }
-    out.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    # Masked as a run's log and envelope are: a dry run's output is what gets pasted into reports.
+    redact = Redactor(known_secrets(dict(env)))
+    out.write(redact(json.dumps(result, indent=2, ensure_ascii=False)) + "\n")
     out.flush()
     return 0
