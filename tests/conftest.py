@@ -29,6 +29,12 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
+def ws(workspace: Path) -> Path:
+    """The same fresh git repository, by the short name the `waaah run` tests use."""
+    return workspace
+
+
+@pytest.fixture()
 def fake_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir()

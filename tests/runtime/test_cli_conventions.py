@@ -30,14 +30,6 @@ COMMANDS = (
 )
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    return folder
-
-
 def waaah(ws: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = sim_env(ws.parent / "home", **env)
     full["XDG_STATE_HOME"] = str(ws.parent / "state")

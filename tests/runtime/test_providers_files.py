@@ -14,14 +14,6 @@ from tests.runtime.helpers import WAAAH
 from waaah_agent.runtime import providers
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    return folder
-
-
 def run(ws: Path, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": "/usr/bin:/bin",

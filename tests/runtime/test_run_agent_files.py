@@ -14,15 +14,6 @@ import pytest
 
 from tests.runtime.test_run_inputs import run
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    return folder
-
-
 AGENT = "---\npersona: kind\n---\nYou review code. SHARED-TEXT\n\n## persona: strict\nSTRICT-TEXT\n\n## persona: kind\nKIND-TEXT\n"
 
 

@@ -11,14 +11,6 @@ import pytest
 from tests.runtime.helpers import WAAAH
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    return folder
-
-
 def run(
     ws: Path, *args: str, path: str = "/usr/bin:/bin", stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
