@@ -33,6 +33,9 @@ class ExitCode(IntEnum):
     CRASH = 15
     TRANSIENT = 16
     BUDGET = 17  # --max-tokens or --max-cost reached
+    QUOTA = 18  # `waaah run`: a usage quota or plan limit is spent
+    PROVIDER_ERROR = 19  # `waaah run`: the model provider's own server error
+    UNKNOWN = 20  # `waaah run`: a failure no other class explains
     INTERRUPTED = 130
 
 
@@ -158,6 +161,9 @@ RUN_EXIT_BY_TYPE: dict[ErrorType, ExitCode] = {
     ErrorType.TRANSIENT: ExitCode.TRANSIENT,
     ErrorType.INTERRUPTED: ExitCode.INTERRUPTED,
     ErrorType.BUDGET: ExitCode.BUDGET,
+    ErrorType.QUOTA: ExitCode.QUOTA,
+    ErrorType.PROVIDER_ERROR: ExitCode.PROVIDER_ERROR,
+    ErrorType.UNKNOWN: ExitCode.UNKNOWN,
 }
 
 #: What each exit code of `waaah run` means.
@@ -171,8 +177,11 @@ RUN_EXIT_CODES: dict[int, str] = {
     ExitCode.INVALID_MODEL: "invalid model",
     ExitCode.CRASH: "crash (or the CLI is not installed)",
     ExitCode.TRANSIENT: "transient error",
-    ExitCode.INTERRUPTED: "interrupted",
     ExitCode.BUDGET: "budget spent (--max-tokens, --max-cost) before an answer",
+    ExitCode.QUOTA: "quota (a usage quota or plan limit is spent)",
+    ExitCode.PROVIDER_ERROR: "provider error (the model provider's server error or overload)",
+    ExitCode.UNKNOWN: "unknown (a failure no other class explains)",
+    ExitCode.INTERRUPTED: "interrupted",
 }
 
 

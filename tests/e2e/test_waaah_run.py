@@ -201,9 +201,9 @@ def test_errors_are_retried_then_the_fallback_cli_answers_within_the_budget(tmp_
         assert code == 0, err
         assert out["response"] == "the fallback answered" and out["agent"] == "gemini"
         assert [(a["agent"], a["outcome"]) for a in out["attempts"]] == [
-            ("claude", "transient"),
-            ("claude", "transient"),
-            ("claude", "transient"),
+            ("claude", "provider_error"),
+            ("claude", "provider_error"),
+            ("claude", "provider_error"),
             ("gemini", "ok"),
         ]
         assert (

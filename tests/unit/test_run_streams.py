@@ -85,7 +85,7 @@ def test_resume_keeps_the_session_id(cli: str) -> None:
 @pytest.mark.parametrize(
     ("cli", "scenario", "kind", "recoverable"),
     [
-        ("gemini", "rate_limit", F.RATE_LIMIT, True),
+        ("gemini", "rate_limit", F.QUOTA, True),  # "You have exhausted your daily quota"
         ("claude", "rate_limit", F.RATE_LIMIT, True),
         ("gemini", "auth", F.AUTH, False),
         ("claude", "auth", F.AUTH, False),
@@ -95,7 +95,7 @@ def test_resume_keeps_the_session_id(cli: str) -> None:
         ("claude", "bad_model", F.INVALID_MODEL, False),
         ("gemini", "bad_session", F.INVALID_SESSION, False),
         ("claude", "bad_session", F.INVALID_SESSION, False),
-        ("claude", "server_error", F.TRANSIENT, True),
+        ("claude", "server_error", F.PROVIDER_ERROR, True),
         # gemini keeps retrying a 500 on its own: the run's time budget cuts it off.
         ("gemini", "server_error", F.TIMEOUT, True),
     ],

@@ -114,8 +114,8 @@ def test_run_log_gives_the_earlier_session_total(tmp_path: Path) -> None:
         ("opencode", "bad_model", F.INVALID_MODEL, False),
         # A model missing from opencode's own config: only its ERROR log on stderr says so.
         ("opencode", "unknown_model", F.INVALID_MODEL, False),
-        ("codex", "server_error", F.TRANSIENT, True),
-        ("opencode", "server_error", F.TRANSIENT, True),
+        ("codex", "server_error", F.PROVIDER_ERROR, True),
+        ("opencode", "server_error", F.PROVIDER_ERROR, True),
     ],
 )
 def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, recoverable: bool) -> None:

@@ -19,7 +19,7 @@ from waaah_agent.core.kinds import StrEnum
 
 # Failures that say "this CLI is not working right now" (not: the caller asked for something
 # wrong). A timeout says "slow", and is counted apart.
-COUNTED = (F.TRANSIENT, F.CRASH, F.RATE_LIMIT, F.AUTH)
+COUNTED = (F.TRANSIENT, F.CRASH, F.RATE_LIMIT, F.AUTH, F.QUOTA, F.PROVIDER_ERROR, F.UNKNOWN)
 
 
 class BreakerState(StrEnum):

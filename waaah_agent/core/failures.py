@@ -29,6 +29,9 @@ class ErrorType(StrEnum):
     INVALID_INPUT = "invalid_input"
     INTERRUPTED = "interrupted"
     BUDGET = "budget"  # --max-tokens / --max-cost of the run spent: no more attempts
+    QUOTA = "quota"  # a usage quota or plan limit is spent (hours or a day), not a short rate limit
+    PROVIDER_ERROR = "provider_error"  # the model provider's own 5xx / overload the CLI gave up on
+    UNKNOWN = "unknown"  # the CLI reported a failure that no other class explains
 
 
 TIMEOUT = ErrorType.TIMEOUT
@@ -41,6 +44,9 @@ TRANSIENT = ErrorType.TRANSIENT
 INVALID_INPUT = ErrorType.INVALID_INPUT
 INTERRUPTED = ErrorType.INTERRUPTED
 BUDGET = ErrorType.BUDGET
+QUOTA = ErrorType.QUOTA
+PROVIDER_ERROR = ErrorType.PROVIDER_ERROR
+UNKNOWN = ErrorType.UNKNOWN
 
 RECOVERABLE: dict[ErrorType, bool] = {
     TIMEOUT: True,
@@ -48,6 +54,9 @@ RECOVERABLE: dict[ErrorType, bool] = {
     TRANSIENT: True,
     CRASH: True,
     INTERRUPTED: True,
+    QUOTA: True,  # another CLI has its own quota
+    PROVIDER_ERROR: True,
+    UNKNOWN: True,
 }
 
 _AUTH = re.compile(
@@ -59,6 +68,22 @@ _AUTH = re.compile(
 _RATE = re.compile(
     r"(?i)rate[ _-]?limit|resource_exhausted|exhausted your (?:daily )?quota|quota exceeded|usage limit|"
     r"too many requests|hit your limit|limit reached"
+)
+#: A usage quota or plan limit (reset in hours or days), as the CLIs word it: gemini's
+#: TerminalQuotaError ("You have exhausted your daily quota", "Quota exceeded for quota metric
+#: ... per day"), claude's "You've hit your usage limit / session limit / weekly limit / monthly
+#: spend limit" and "out of usage credits", codex's "You've hit your usage limit", the OpenAI
+#: API's insufficient_quota. (claude's bare "You've hit your limit · resets 3pm" stays a rate limit.)
+_QUOTA = re.compile(
+    r"(?i)exhausted your (?:daily |monthly )?quota|quota exceeded[^\n]*per ?day|insufficient_quota|"
+    r"usage limit|(?:5|five)-hour limit|session limit|weekly limit|daily limit|monthly (?:spend )?limit|"
+    r"spend limit|plan limit|exceeded your current quota|out of (?:usage )?credits|credit balance is too low"
+)
+#: The model provider's own server failure or overload (rather than the network to it).
+_PROVIDER = re.compile(
+    r"(?i)overloaded|server[- ]side issue|internal (?:server )?error|service unavailable|bad gateway|"
+    r"gateway timeout|api_error|HTTP 5\d\d|API Error: 5\d\d|experiencing high demand|"
+    r"server had an error"
 )
 _MODEL = re.compile(
     r"(?i)issue with the selected model|model\S* (?:\S+ )?(?:was )?not found|modelnotfound|unknown model|"
@@ -145,6 +170,8 @@ def classify(
         or _AUTH.search(evidence)
     ):
         return failure(AUTH)
+    if _QUOTA.search(evidence):
+        return failure(QUOTA, parse_reset(evidence, now, tz) if now is not None and tz is not None else None)
     if status == 429 or kind in ("rate_limit", "rate_limit_error") or _RATE.search(evidence):
         reset = parse_reset(evidence, now, tz) if now is not None and tz is not None else None
         return failure(RATE_LIMIT, reset)
@@ -154,13 +181,17 @@ def classify(
         return failure(INVALID_SESSION)
     if _INPUT.search(evidence) or status in (400, 413) or exit_code == 2:
         return failure(INVALID_INPUT)
-    if (status is not None and (status >= 500 or status == 408)) or _TRANSIENT.search(evidence):
-        return failure(TRANSIENT)
+    if (status is not None and status >= 500) or kind in ("overloaded_error", "api_error"):
+        return failure(PROVIDER_ERROR)
+    if status == 408 or _TRANSIENT.search(evidence):
+        return failure(PROVIDER_ERROR if _PROVIDER.search(evidence) else TRANSIENT)
     if status == 404:
         return failure(INVALID_MODEL)
     if exit_code is not None and (exit_code < 0 or exit_code > 128) and not cli_error:
         return Failure(CRASH, f"the CLI died ({_signal_text(exit_code)})", True, exit_code)
-    return failure(CRASH)
+    # An error the CLI reported that nothing above explains; a CLI that failed without a word
+    # of its own stays a crash.
+    return failure(UNKNOWN if cli_error else CRASH)
 
 
 def _head(stderr: str, limit: int = 4000) -> str:

@@ -6,11 +6,12 @@ arguments, so every decision is testable with a fake clock.
 
 Policy, by error class (core/failures.py):
 
-* transient: retry the same CLI with exponential backoff and jitter (1 s, 2 s, 4 s ... capped),
+* transient, provider_error: retry the same CLI with exponential backoff and jitter (1 s, 2 s, 4 s ... capped),
   at most ``transient_retries`` times, then fall back;
 * rate_limit: wait until the parsed reset time when it falls within the budget, else a longer
   backoff (10 s doubling); a wait the budget cannot cover moves on to the next CLI at once;
-* crash, timeout, auth, invalid_model: never retried on the same CLI; the next CLI in the
+* quota: never waited out (a quota resets in hours): the next CLI at once;
+* crash, timeout, auth, invalid_model, unknown: never retried on the same CLI; the next CLI in the
   chain gets the prompt (another CLI has its own credentials and models);
 * invalid_input, invalid_session: stop (the same input fails everywhere);
 * no time left in the budget: stop with the last failure; no time left in this CLI's share
@@ -95,10 +96,10 @@ def next_step(
             if has_fallback
             else Step("stop", reason="the time budget is spent")
         )
-    if kind == F.TRANSIENT and retries_so_far < config.transient_retries:
+    if kind in (F.TRANSIENT, F.PROVIDER_ERROR) and retries_so_far < config.transient_retries:
         delay = backoff(retries_so_far + 1, config.base, config.cap, config.jitter, rand)
         if delay < remaining:
-            return Step("retry", delay, f"transient error: retry {retries_so_far + 1} in {delay:.1f} s")
+            return Step("retry", delay, f"{kind}: retry {retries_so_far + 1} in {delay:.1f} s")
     if kind == F.RATE_LIMIT and retries_so_far < config.rate_limit_retries:
         if failure.reset_at is not None:
             delay = max(0.0, failure.reset_at.timestamp() - now) + config.reset_margin

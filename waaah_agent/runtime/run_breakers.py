@@ -47,7 +47,7 @@ class RunBreakers:
             self.store.update(name, ok, now, failure)
         except OSError as err:
             self._cannot(err)
-        if failure is not None and failure.type == F.RATE_LIMIT:
+        if failure is not None and failure.type in (F.RATE_LIMIT, F.QUOTA):  # `waaah quota` shows both
             with contextlib.suppress(OSError):
                 quota.record(name, failure.reset_at, datetime.fromtimestamp(now).astimezone(), "waaah run")
 
