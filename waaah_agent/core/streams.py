@@ -36,9 +36,11 @@ class ToolActivity:
     call_count: int = 0
     error_count: int = 0
     tool_names: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list, repr=False)  # each call's tool name, in order
 
     def called(self, name: str) -> None:
         self.call_count += 1
+        self.calls.append(name)
         if name and name not in self.tool_names:
             self.tool_names.append(name)
 
@@ -79,6 +81,9 @@ class Tokens:
     cached: int = 0
     total: int = 0
     cost_usd: float | None = None
+    # Input tokens written to the provider's prompt cache, where the CLI reports them (claude,
+    # codex, opencode); None where it does not (gemini). Already counted in ``input``.
+    cache_write: int | None = None
 
     def __add__(self, other: Tokens) -> Tokens:
         cost = (
@@ -86,12 +91,18 @@ class Tokens:
             if self.cost_usd is None and other.cost_usd is None
             else (self.cost_usd or 0) + (other.cost_usd or 0)
         )
+        written = (
+            None
+            if self.cache_write is None and other.cache_write is None
+            else (self.cache_write or 0) + (other.cache_write or 0)
+        )
         return Tokens(
             self.input + other.input,
             self.output + other.output,
             self.cached + other.cached,
             self.total + other.total,
             round(cost, 6) if cost is not None else None,
+            written,
         )
 
     def since(self, earlier: Tokens) -> Tokens:
@@ -103,6 +114,7 @@ class Tokens:
             max(0, self.cached - earlier.cached),
             max(0, self.total - earlier.total),
             round(cost, 6) if cost is not None else None,
+            None if self.cache_write is None else max(0, self.cache_write - (earlier.cache_write or 0)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -125,6 +137,9 @@ class StreamSummary:
     response: str = ""
     tokens: Tokens = field(default_factory=Tokens)
     tools: ToolActivity = field(default_factory=ToolActivity)
+    # The model's thinking / reasoning text as the stream carries it (claude's thinking blocks,
+    # codex's reasoning items, opencode's reasoning parts; gemini's stream-json has none).
+    reasoning: str = ""
     # The CLI's own error report, never the model's words.
     error: str = ""
     error_status: int | None = None  # an HTTP status the CLI names
@@ -172,6 +187,15 @@ class StreamParser:
         for line in lines:
             self.feed(line)
         return self.summary
+
+
+#: At most this much reasoning text is kept in a summary (the envelope shows far less).
+REASONING_KEEP = 16 * 1024
+
+
+def _reasoned(s: StreamSummary, text: str) -> None:
+    if text.strip() and len(s.reasoning) < REASONING_KEEP:
+        s.reasoning = (f"{s.reasoning}\n{text}" if s.reasoning else text)[:REASONING_KEEP]
 
 
 def _int(value: Any) -> int:
@@ -246,6 +270,10 @@ def apply_claude(event: dict[str, Any], s: StreamSummary) -> None:
             s.error_status = _int(event.get("api_error_status")) or s.error_status
             return
         for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+                _reasoned(s, block["thinking"])
             if block.get("type") == "tool_use":
                 s.tools.called(str(block.get("name") or ""))
                 s.response = ""
@@ -270,6 +298,7 @@ def apply_claude(event: dict[str, Any], s: StreamSummary) -> None:
             cached,
             fresh + cached + output,
             float(cost) if isinstance(cost, (int, float)) else None,
+            _int(usage.get("cache_creation_input_tokens")),
         )
         models = [m for m in (event.get("modelUsage") or {}) if m != "<synthetic>"]
         if models and not s.model:
@@ -348,6 +377,8 @@ def apply_codex(event: dict[str, Any], s: StreamSummary) -> None:
                     s.tools.error_count += 1
         elif kind == "item.completed" and item.get("type") == "agent_message":
             s.response = str(item.get("text") or "")
+        elif kind == "item.completed" and item.get("type") == "reasoning":
+            _reasoned(s, str(item.get("text") or ""))
         # An item of type "error" is a warning codex went on after (e.g. no metadata for a
         # model name); the run's own failure comes as the events below.
     elif kind == "error":
@@ -377,6 +408,9 @@ def apply_codex(event: dict[str, Any], s: StreamSummary) -> None:
             output=output,
             cached=_int(usage.get("cached_input_tokens")),
             total=fresh_input + output,
+            cache_write=_int(usage.get("cache_write_input_tokens"))
+            if "cache_write_input_tokens" in usage
+            else None,
         )
         s.tokens_cumulative = True
 
@@ -406,6 +440,8 @@ def apply_opencode(event: dict[str, Any], s: StreamSummary) -> None:
         text = str(part.get("text") or "")
         if text:
             s.response = text
+    elif kind == "reasoning":
+        _reasoned(s, str(part.get("text") or ""))
     elif kind == "tool_use":
         s.tools.called(str(part.get("tool") or ""))
         s.response = ""
@@ -430,6 +466,7 @@ def apply_opencode(event: dict[str, Any], s: StreamSummary) -> None:
             cached,
             _int(tokens.get("total")) or fresh_input + output,
             float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+            _int(cache.get("write")),
         )
         if part.get("reason") != "tool-calls":
             s.finished = True

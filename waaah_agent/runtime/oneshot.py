@@ -24,7 +24,7 @@ from typing import IO, Any
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter, Headless
 from waaah_agent.core import failures as F
-from waaah_agent.core import models, present
+from waaah_agent.core import models, outputs, present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -196,7 +196,12 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             envelope["restored_from"] = restored.root
         if run.warnings:
             envelope["warnings"] = list(run.warnings)
-        log.write("end", envelope=envelope)
+        raw = run.last[1].response if run.last else ""
+        log.write(
+            "end",
+            envelope=envelope,
+            response_raw=raw if envelope["ok"] and raw != envelope["response"] else None,
+        )
     finally:
         log.close()
     # The CLI's answer is never lost: a run log that could not be written is said, not fatal.
@@ -514,6 +519,7 @@ class _Run:
             envelope["budget"] = self.budget.to_json(self.tokens, self.cost, spent)
             if spent and error_type is None:
                 self.warnings.append(f"the answer went over the run's budget ({spent})")
+        outputs.add_fields(envelope, self.tokens, summary.tools, summary.reasoning, "stream")
         if error_type is not None:
             envelope.update(
                 error=self.redact(error),

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from waaah_agent import settings
 from waaah_agent.core import failures as F
-from waaah_agent.core import present
+from waaah_agent.core import outputs, present
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import RetryConfig
 from waaah_agent.core.run_inputs import RunInputs
@@ -110,6 +110,7 @@ def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:
         "log_path": None,
         "duration_ms": 0,
         "tokens": Tokens().to_json(),
+        "tokens_used": outputs.tokens_used(Tokens()),
         "tool_activity": StreamSummary().tools.to_json(),
         "attempts": [],
         "fallback_chain": [],

@@ -1,0 +1,180 @@
+"""The envelope fields under the older wrappers' names (core/outputs.py), on the recorded real
+streams (tests/fixtures/streams), and the error classes quota, provider_error and unknown."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.test_run_streams import RECORDED, failure_of, recorded
+from waaah_agent.core import failures as F
+from waaah_agent.core import outputs
+from waaah_agent.core.failures import Failure, classify
+from waaah_agent.core.resilience import next_step
+from waaah_agent.core.streams import StreamSummary, Tokens, ToolActivity
+from waaah_agent.errors import ExitCode, run_exit_code
+
+ALL = tuple(RECORDED)
+
+
+@pytest.mark.parametrize("cli", ALL)
+def test_tokens_used_names_the_same_figures_as_tokens(cli: str) -> None:
+    summary, _, _ = recorded(cli, "tool")
+    used = outputs.tokens_used(summary.tokens)
+    plain = summary.tokens.to_json()
+    assert set(used) == {
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cost_usd",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    }
+    assert (used["input_tokens"], used["output_tokens"], used["total_tokens"]) == (
+        plain["input"],
+        plain["output"],
+        plain["total"],
+    )
+    assert used["cache_read_input_tokens"] == plain["cached"]
+    assert used["cost_usd"] == plain.get("cost_usd")
+    # Only gemini's stream says nothing of cache writes; the others report them (0 here).
+    assert (used["cache_creation_input_tokens"] is None) == (cli == "gemini")
+    assert "cache_write" not in plain  # `tokens` keeps its shape
+
+
+def test_claude_cache_creation_and_codex_cached_reads_come_from_their_usage() -> None:
+    assert recorded("claude", "answer")[0].tokens.cache_write == 0
+    assert recorded("codex", "answer")[0].tokens.cached == 7  # cached_input_tokens
+    assert recorded("opencode", "answer")[0].tokens.cached == 7  # cache.read
+
+
+def test_cache_writes_add_up_and_unknown_stays_unknown() -> None:
+    assert (Tokens(1, 1, 0, 2, None, 5) + Tokens(1, 1, 0, 2, None, 3)).cache_write == 8
+    assert (Tokens(1, 1, 0, 2) + Tokens(1, 1, 0, 2)).cache_write is None
+    assert (Tokens(1, 1, 0, 2, None, None) + Tokens(1, 1, 0, 2, None, 4)).cache_write == 4
+    assert Tokens(5, 5, 0, 10, None, 9).since(Tokens(2, 2, 0, 4, None, 4)).cache_write == 5
+
+
+@pytest.mark.parametrize("cli", ALL)
+def test_no_tool_no_metadata(cli: str) -> None:
+    summary, _, _ = recorded(cli, "answer")
+    assert outputs.tool_metadata(summary.tools) is None
+    envelope: dict[str, object] = {"response": summary.response}
+    outputs.add_fields(envelope, summary.tokens, summary.tools, summary.reasoning, "stream")
+    assert "metadata" not in envelope and "reasoning" not in envelope
+
+
+@pytest.mark.parametrize(
+    ("cli", "name", "kind"),
+    [
+        ("gemini", "mcp_waaah_wait_for_prompt", "other"),
+        ("claude", "waaah.wait_for_prompt", "other"),
+        ("codex", "command_execution", "shell"),
+        ("opencode", "bash", "shell"),
+    ],
+)
+def test_tool_metadata_of_a_recorded_tool_turn(cli: str, name: str, kind: str) -> None:
+    summary, _, _ = recorded(cli, "tool")
+    meta = outputs.tool_metadata(summary.tools)
+    assert meta == {
+        "call_count": 1,
+        "write_count": 0,
+        "error_count": 0,
+        "tool_names": [name],
+        "result_classes": {kind: 1},
+        "activity_class": "tool_active",
+        "source": "stream",
+    }
+
+
+def test_tool_classes_and_activity_classes() -> None:
+    tools = ToolActivity()
+    for name in ("Write", "Edit", "Read", "mcp__playwright__browser_navigate", "WebFetch", "Bash", "x"):
+        tools.called(name)
+    tools.called("Write")
+    meta = outputs.tool_metadata(tools)
+    assert meta is not None
+    assert meta["call_count"] == 8 and meta["write_count"] == 3
+    assert meta["result_classes"] == {"write": 3, "read": 1, "browser": 1, "web": 1, "shell": 1, "other": 1}
+    assert meta["activity_class"] == "write_active"
+    assert "playwright.browser_navigate" in meta["tool_names"] and meta["tool_names"].count("Write") == 1
+    tools.error_count = 1
+    assert outputs.tool_metadata(tools)["activity_class"] == "tool_errors"  # type: ignore[index]
+    assert outputs.tool_class("mcp__fs__write_file") == "write"
+    assert outputs.compact_tool_name("mcp__github__create_issue") == "github.create_issue"
+    assert outputs.compact_tool_name("read_file") == "read_file"
+
+
+def test_reasoning_is_collapsed_and_capped() -> None:
+    assert outputs.compact_reasoning("  first\n\n  second\tthird ") == "first second third"
+    long = outputs.compact_reasoning("word " * 500)
+    assert len(long) == outputs.REASONING_CAP and long.endswith("...")
+    envelope: dict[str, object] = {"response": "x"}
+    outputs.add_fields(envelope, Tokens(), ToolActivity(), "I  should\nlook", "stream")
+    assert envelope["reasoning"] == "I should look" and envelope["reasoning_source"] == "stream"
+
+
+@pytest.mark.parametrize(
+    ("answer", "stripped"),
+    [
+        ('```json\n{"a": 1}\n```', '{"a": 1}'),
+        ("```\nplain\nlines\n```\n", "plain\nlines"),
+        ("  ```python\nprint(1)\n```  ", "print(1)"),
+        ("Here:\n```\nx\n```", "Here:\n```\nx\n```"),  # text around the fence: as it is
+        ("```a\n1\n```\nand\n```b\n2\n```", "```a\n1\n```\nand\n```b\n2\n```"),  # two fences
+        ("no fence", "no fence"),
+        ("```", "```"),
+    ],
+)
+def test_a_fenced_answer_loses_its_fence(answer: str, stripped: str) -> None:
+    assert outputs.strip_fence(answer) == stripped
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # gemini (TerminalQuotaError), claude, codex, the OpenAI API, as their bundles word them
+        "[API Error: You have exhausted your daily quota on this model.]",
+        "You've hit your usage limit · resets 9pm (UTC)",
+        "You've hit your weekly limit",
+        "You've hit your session limit · resets 3am",
+        "You're out of usage credits. See Usage in Settings",
+        "You've hit your usage limit. Upgrade to Pro or try again later.",
+        "insufficient_quota: You exceeded your current quota, please check your plan",
+    ],
+)
+def test_a_spent_quota_is_quota_not_rate_limit(message: str) -> None:
+    failure = classify(1, "", StreamSummary(error=message, error_status=429))
+    assert failure is not None and failure.type == F.QUOTA and failure.recoverable
+    assert run_exit_code(F.QUOTA) == ExitCode.QUOTA == 18
+
+
+def test_recorded_gemini_daily_quota_is_quota_and_short_limits_stay_rate_limits() -> None:
+    assert failure_of("gemini", "rate_limit").type == F.QUOTA  # type: ignore[union-attr]
+    for cli in ("claude", "codex", "opencode"):
+        assert failure_of(cli, "rate_limit").type == F.RATE_LIMIT  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("cli", ("claude", "codex", "opencode"))
+def test_recorded_server_errors_are_provider_errors(cli: str) -> None:
+    failure = failure_of(cli, "server_error")
+    assert failure is not None and failure.type == F.PROVIDER_ERROR
+    assert run_exit_code(F.PROVIDER_ERROR) == 19
+
+
+def test_network_errors_stay_transient_and_unexplained_errors_are_unknown() -> None:
+    net = classify(1, "Error: fetch failed (ECONNREFUSED 127.0.0.1:9)", StreamSummary())
+    assert net is not None and net.type == F.TRANSIENT
+    odd = classify(1, "", StreamSummary(error="something odd happened"))
+    assert odd is not None and odd.type == F.UNKNOWN and odd.recoverable
+    assert run_exit_code(F.UNKNOWN) == 20
+    silent = classify(1, "", StreamSummary())
+    assert silent is not None and silent.type == F.CRASH
+
+
+def test_what_the_run_does_with_each_new_class() -> None:
+    def step(kind: F.ErrorType, retries: int = 0, has_next: bool = True) -> str:
+        return next_step(Failure(kind, "m", True, 1), retries, 100.0, has_next, 0.0, 0.5).action
+
+    assert step(F.PROVIDER_ERROR) == "retry" and step(F.PROVIDER_ERROR, retries=2) == "fallback"
+    assert step(F.QUOTA) == "fallback" and step(F.QUOTA, has_next=False) == "stop"
+    assert step(F.UNKNOWN) == "fallback"

@@ -1,0 +1,134 @@
+"""The envelope fields of `waaah run` that callers of the older wrappers read (pure).
+
+* ``tokens_used``: the token figures under the names those wrappers used (``tokens`` stays);
+* ``metadata.tool_activity``: what the tools did, by class (``tool_activity`` stays);
+* ``reasoning``: the model's thinking text, compacted and capped;
+* a plain answer that is one markdown code fence loses the fence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from waaah_agent.core.streams import Tokens, ToolActivity
+
+#: ``reasoning`` is cut to this many characters.
+REASONING_CAP = 600
+
+#: Tool classes of ``metadata.tool_activity.result_classes``, by tool name (first match wins).
+_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "write",
+        re.compile(
+            r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch|"
+            r"file_change|create_file|delete_file|str_replace_based_edit_tool)$"
+        ),
+    ),
+    (
+        "shell",
+        re.compile(
+            r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command|"
+            r"command_execution)$"
+        ),
+    ),
+    ("browser", re.compile(r"(?i)(browser|playwright|puppeteer|chrome|navigate|screenshot)")),
+    ("web", re.compile(r"(?i)^(web_?fetch|web_?search|google_web_search|fetch|http_request)$")),
+    (
+        "read",
+        re.compile(
+            r"(?i)^(read|read_file|read_many_files|glob|grep|search|search_file_content|list_directory|"
+            r"ls|view|cat|find|codesearch|list)$"
+        ),
+    ),
+)
+_MCP_NAME = re.compile(r"^mcp__(.+?)__(.+)$")
+_FENCE = re.compile(r"\A```[^\n`]*\n(.*?)\n?```\Z", re.DOTALL)
+
+
+def tokens_used(tokens: Tokens) -> dict[str, Any]:
+    """``tokens`` under the wrappers' names. ``input_tokens`` is ``tokens.input`` (what the CLI
+    sent fresh: claude's excludes cache reads, the others' include them), ``total_tokens`` is
+    ``tokens.total``; ``cost_usd`` and ``cache_creation_input_tokens`` are null where the CLI
+    does not report them."""
+    return {
+        "input_tokens": tokens.input,
+        "output_tokens": tokens.output,
+        "total_tokens": tokens.total,
+        "cost_usd": tokens.cost_usd,
+        "cache_read_input_tokens": tokens.cached,
+        "cache_creation_input_tokens": tokens.cache_write,
+    }
+
+
+def compact_tool_name(name: str) -> str:
+    """``mcp__ns__tool`` -> ``ns.tool``; other names as they are."""
+    found = _MCP_NAME.match(name)
+    return f"{found.group(1)}.{found.group(2)}" if found else name
+
+
+def tool_class(name: str) -> str:
+    """``write``, ``shell``, ``browser``, ``web``, ``read`` or ``other`` (an MCP tool by its own
+    name: ``mcp__fs__write_file`` is a write)."""
+    bare = compact_tool_name(name).rsplit(".", 1)[-1]
+    for kind, pattern in _CLASSES:
+        if pattern.search(bare) or (kind == "browser" and pattern.search(name)):
+            return kind
+    return "other"
+
+
+def tool_metadata(tools: ToolActivity, source: str = "stream") -> dict[str, Any] | None:
+    """``metadata.tool_activity``, or None when no tool ran. ``result_classes`` counts the calls
+    of each class; ``activity_class`` is ``tool_errors`` (a call failed), ``write_active`` (a
+    call wrote), ``tool_active`` or ``none``."""
+    if not tools.call_count:
+        return None
+    names = tools.calls or tools.tool_names
+    classes: dict[str, int] = {}
+    for name in names:
+        kind = tool_class(name)
+        classes[kind] = classes.get(kind, 0) + 1
+    writes = classes.get("write", 0)
+    activity = "tool_errors" if tools.error_count else "write_active" if writes else "tool_active"
+    return {
+        "call_count": tools.call_count,
+        "write_count": writes,
+        "error_count": tools.error_count,
+        "tool_names": list(dict.fromkeys(compact_tool_name(n) for n in tools.tool_names if n)),
+        "result_classes": classes,
+        "activity_class": activity,
+        "source": source,
+    }
+
+
+def compact_reasoning(text: str, cap: int = REASONING_CAP) -> str:
+    """Whitespace collapsed to single spaces, cut to ``cap`` characters (ending in "...")."""
+    flat = " ".join(text.split())
+    if len(flat) <= cap:
+        return flat
+    return flat[: cap - 3].rstrip() + "..."
+
+
+def strip_fence(answer: str) -> str:
+    """The inside of an answer that is entirely one markdown code fence (```lang ... ```);
+    any other answer as it is."""
+    found = _FENCE.match(answer.strip())
+    if found is None or "```" in found.group(1):
+        return answer
+    return found.group(1)
+
+
+def add_fields(
+    envelope: dict[str, Any], tokens: Tokens, tools: ToolActivity, reasoning: str, source: str
+) -> None:
+    """Adds ``tokens_used``, ``metadata.tool_activity`` (when a tool ran) and ``reasoning`` with
+    ``reasoning_source`` (when there is any) to ``envelope``; strips a fenced answer."""
+    envelope["tokens_used"] = tokens_used(tokens)
+    activity = tool_metadata(tools)
+    if activity is not None:
+        envelope.setdefault("metadata", {})["tool_activity"] = activity
+    if reasoning.strip():
+        envelope["reasoning"] = compact_reasoning(reasoning)
+        envelope["reasoning_source"] = source
+    if isinstance(envelope.get("response"), str):
+        envelope["response"] = strip_fence(envelope["response"])
