@@ -199,6 +199,15 @@ def run(
     permission_mode: PermissionModeOption = None,
     temperature: TemperatureOption = None,
     dry_run: DryRunOption = False,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="JSON lines as the run goes (json format only): the start record at once, "
+            '{"record": "session", "session_id", "agent"} as soon as each attempt\'s CLI names its '
+            'session, the envelope last. Example: waaah run "..." --stream | jq -c .',
+        ),
+    ] = False,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -248,6 +257,7 @@ def run(
             temperature=temperature,
             dry_run=dry_run,
         ),
+        stream=stream,
     )
 
     def go() -> int:

@@ -1,16 +1,20 @@
 """`waaah run`'s fields under the older wrappers' names, over the real gemini and claude CLIs
-offline against the fake model API: tokens_used, metadata.tool_activity, a fenced answer."""
+offline against the fake model API: tokens_used, metadata.tool_activity, a fenced answer, and
+--stream's lines as the run goes."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall, Usage
+from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, ToolCall, Usage
 from tests.e2e.conftest import workspace_for
 from tests.e2e.test_waaah_run import both_env, records, waaah_run
+from tests.runtime.helpers import WAAAH
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -54,3 +58,86 @@ def test_tool_activity_in_metadata(cli: str, tmp_path: Path) -> None:
         assert activity["activity_class"] in ("tool_active", "tool_errors") and activity["source"] == "stream"
         assert activity["error_count"] == out["tool_activity"]["error_count"]
         assert out["tool_activity"]["call_count"] == 1  # the older field stays
+
+
+def stream_run(ws: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [WAAAH, "run", *args, "--stream"],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_stream_lines_arrive_while_the_run_goes_on(cli: str, tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    slow = Rule(Text("at last", delay=20), marker="STREAM-MARKER")
+    with FakeModel([slow]) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        started = time.monotonic()
+        run = stream_run(ws, env, "STREAM-MARKER take your time", "--agent", cli, "--timeout", "120")
+        try:
+            assert run.stdout is not None
+            start = json.loads(run.stdout.readline())
+            session = json.loads(run.stdout.readline())
+            # Both came before the model was even asked, or while it holds its answer back.
+            fake.wait_for_request(lambda r: "STREAM-MARKER" in r.get("prompt_text", ""), timeout=60)
+            assert run.poll() is None and time.monotonic() - started < 20
+            out, err = run.communicate(timeout=150)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+        assert run.returncode == 0, err
+        assert start["record"] == "start" and start["agent"] == cli and start["parent_id"] is None
+        assert session == {
+            "record": "session",
+            "session_id": session["session_id"],
+            "agent": cli,
+            "attempt": 1,
+        }
+        rest = out.splitlines()
+        assert len(rest) == 1  # the envelope, on one line, last
+        envelope = json.loads(rest[0])
+        assert envelope["ok"] is True and envelope["response"] == "at last"
+        assert envelope["log_id"] == start["log_id"] and envelope["log_path"] == start["log_path"]
+        assert envelope["session_id"] == session["session_id"]
+
+
+def test_stream_says_each_fallback_cli_s_session(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    rules = [
+        Rule(HttpError(500, retryable=False), marker="FLAKY-MARKER", api="anthropic"),
+        Rule(Text("the fallback answered"), marker="FLAKY-MARKER", api="gemini"),
+    ]
+    with FakeModel(rules) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        run = stream_run(ws, env, "FLAKY-MARKER go", "--agent", "claude", "--fallback", "gemini")
+        out, err = run.communicate(timeout=150)
+        assert run.returncode == 0, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert lines[0]["record"] == "start" and lines[0]["fallback"] == ["gemini"]
+        envelope = lines[-1]
+        sessions = [(r["agent"], r["session_id"], r["attempt"]) for r in lines[1:-1]]
+        assert all(r["record"] == "session" for r in lines[1:-1])
+        assert sessions == [(a["agent"], a["session_id"], n) for n, a in enumerate(envelope["attempts"], 1)]
+        assert [s[0] for s in sessions] == ["claude", "claude", "claude", "gemini"]
+        assert envelope["agent"] == "gemini" and envelope["response"] == "the fallback answered"
+
+
+def test_stream_needs_the_json_format(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    done = subprocess.run(
+        [WAAAH, "run", "hi", "--stream", "--format", "llm"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert (
+        done.stderr.strip() == "waaah: --stream prints JSON lines: it needs --format json, not --format llm"
+    )

@@ -40,6 +40,7 @@ from waaah_agent.runtime.run_io import (
     RunOptions,
     show,
 )
+from waaah_agent.runtime.run_stream import LineOut
 from waaah_agent.runtime.startup import find_binary, not_executable_message
 from waaah_agent.runtime.workspace import git_root
 
@@ -95,6 +96,8 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     """The whole `waaah run`; prints the result and returns the process exit code."""
     started = time.monotonic()
     deadline = started + opts.timeout
+    if opts.stream and opts.format != "json":
+        raise UsageError(f"--stream prints JSON lines: it needs --format json, not --format {opts.format}")
     try:
         cwd = (opts.workspace or Path.cwd()).resolve()
     except OSError as gone:
@@ -179,8 +182,19 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         budget=budget.to_json(Tokens(), None, "") if budget else None,
         cwd=str(workspace),
     )
+    lines = LineOut(out if opts.stream else None, redact)  # --stream: the start line at once
+    lines.start(
+        log_id=log_id,
+        agent=primary,
+        parent_id=parent or None,
+        fallback=chain[1:],
+        session=opts.session,
+        model=opts.model,
+        log_path=str(log_path),
+    )
     run = _Run(opts, env, workspace, log, redact, deadline, log_id, resume_id)
     run.budget, run.prices = budget, prices
+    run.lines = lines
     run.warnings.extend(warnings)
     run.layers = layers
     try:
@@ -210,7 +224,10 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         print(f"waaah: warning: {log.error}; the answer is only in this output", file=err)
     for warning in run.warnings[len(warnings) :]:
         print(f"waaah: warning: {warning}", file=err)
-    show(envelope, run.last_stderr, opts.format, log_path, out, redact)
+    if opts.stream:
+        lines.envelope(envelope)
+    else:
+        show(envelope, run.last_stderr, opts.format, log_path, out, redact)
     if envelope.get("error"):
         where = log_path if not log.error else "none"
         print(f"waaah: {envelope['error_type']}: {envelope['error']} (log: {where})", file=err)
@@ -249,6 +266,7 @@ class _Run:
         self.spent = ""  # why the run's budget is spent ("" while it is not)
         self.layers: list[models.Providers] = []
         self.models: dict[str, models.Resolution] = {}  # each CLI's model, as last tried
+        self.lines = LineOut(None, redact)  # --stream's lines (none without it)
 
     def usable_after(self, chain: list[str]) -> int:
         """How many of these CLIs could be tried now (installed, breaker letting runs through)."""
@@ -435,6 +453,7 @@ class _Run:
             env.setdefault(key, value)
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
         earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
+        parser = headless.parser()
         try:
             outcome = run_cli(
                 argv,
@@ -442,8 +461,11 @@ class _Run:
                 env,
                 self.workspace,
                 self.cli_deadline,
-                headless.parser(),
-                lambda line: self.log.event(n, adapter.name, line),
+                parser,
+                # logged as it comes; --stream says the session once the CLI names it
+                self.lines.watching(
+                    adapter.name, n, parser, lambda line: self.log.event(n, adapter.name, line)
+                ),
             )
         except InterruptedRun as stop:
             self.record_outcome(adapter.name, stop.outcome)

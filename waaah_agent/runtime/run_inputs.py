@@ -211,7 +211,8 @@ def refuse(bad: Exception, opts: RunOptions, out: IO[str], err: IO[str], started
     """A run refused before any CLI started: the invalid_input envelope (json format) and one line."""
     envelope = input_envelope(str(bad), opts.agent or "", opts.model)
     envelope["duration_ms"] = int(round((time.monotonic() - started) * 1000))
-    out.write(present.json_text(envelope) + "\n" if opts.format == "json" else "")
+    shown = json.dumps(envelope, ensure_ascii=False) if opts.stream else present.json_text(envelope)
+    out.write(shown + "\n" if opts.format == "json" else "")  # --stream: one line, as its others
     out.flush()
     print(f"waaah: invalid_input: {bad}", file=err)
     return int(envelope["exit_code"])

@@ -46,6 +46,7 @@ class RunOptions:
     resume: str | None = None  # --resume ID: that run's log replayed before the prompt
     resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
     inputs: RunInputs = field(default_factory=RunInputs)  # agent file, context, knobs, --dry-run
+    stream: bool = False  # --stream: JSON lines as the run goes (runtime/run_stream.py)
 
 
 class InvalidPrompt(UsageError):
