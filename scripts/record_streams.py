@@ -14,8 +14,10 @@ time, and saves what the CLI produced, byte for byte but for the throwaway paths
 Scenarios: ``answer`` (plain reply), ``tool`` (an MCP tool call, then a reply), ``resume`` (a second
 turn of ``answer``'s session through the CLI's own resume), ``rate_limit`` (a final 429),
 ``server_error`` (HTTP 500), ``auth`` (HTTP 401), ``no_key`` (no API key at all), ``bad_model``
-(HTTP 404 for the model), ``bad_session`` (resume of an id the CLI never had) and ``rate_limit_words`` (the model's own answer talks about rate limits:
-not an error).
+(HTTP 404 for the model), ``bad_session`` (resume of an id the CLI never had), ``rate_limit_words`` (the model's own answer talks about rate limits:
+not an error) and ``thinking`` (the model thinks first: the anthropic API's thinking block).
+
+``--scenario NAME`` (repeatable) records only those scenarios.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ USAGE = Usage(input_tokens=1200, output_tokens=34)
 ANSWER = "Hello from the fake model."
 TOOL_REPLY = "Back from wait_for_prompt."
 WORDS = "Note: the API has a rate limit of 60 requests per minute; 429 means slow down."
+THOUGHT = "The user asks for a greeting.\n\nA short, friendly one will do."
 #: A CLI that keeps retrying an error on its own is cut off after this many seconds.
 SCENARIO_TIMEOUT = 20.0
 
@@ -60,6 +63,7 @@ PROMPTS = {
     "bad_model": "E404-MARKER go",
     "rate_limit_words": "WORDS-MARKER explain rate limits",
     "bad_session": "ANSWER-MARKER say hello",
+    "thinking": "THINK-MARKER say hello",
 }
 
 
@@ -77,6 +81,7 @@ def model_rules() -> list[Rule]:
         Rule(marker="E401-MARKER", reply=HttpError(401, retryable=False)),
         Rule(marker="E404-MARKER", reply=HttpError(404, retryable=False)),
         Rule(marker="WORDS-MARKER", reply=Text(WORDS)),
+        Rule(marker="THINK-MARKER", reply=Text(ANSWER, thinking=THOUGHT)),
     ]
 
 
@@ -86,7 +91,7 @@ def headless_argv(cli: str, prompt: str, session: tuple[str, str]) -> list[str]:
     return [*argv, "--verbose"] if cli == "claude" else argv
 
 
-def record(cli: str) -> Path:
+def record(cli: str, only: list[str] | None = None) -> Path:
     version = cli_version(cli)
     out = FIXTURES / f"{cli}-{version}"
     root = Path(tempfile.mkdtemp(prefix="waaah-rec-")).resolve()
@@ -105,6 +110,8 @@ def record(cli: str) -> Path:
                 no_key = claude_env(root / "home", fake.url, ws, mcp_servers=mcp, api_key=None)
             first = str(uuid.uuid4())
             for scenario, prompt in PROMPTS.items():
+                if only and scenario not in only and not (scenario == "answer" and "resume" in only):
+                    continue
                 session = ("--resume", first) if scenario == "resume" else ("--session-id", str(uuid.uuid4()))
                 if scenario == "answer":
                     session = ("--session-id", first)
@@ -140,9 +147,10 @@ def record(cli: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Re-record the real CLIs' headless JSON streams.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "all"], default="all")
+    parser.add_argument("--scenario", action="append", choices=sorted(PROMPTS), help="only this one")
     args = parser.parse_args(argv)
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
-        record(cli)
+        record(cli, args.scenario)
     return 0
 
 

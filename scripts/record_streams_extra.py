@@ -24,7 +24,9 @@ Scenarios:
 * ``auth``: a wrong API key, answered with HTTP 401;
 * ``no_key``: no API key in the environment at all;
 * ``bad_model``: a model the API does not know, answered with HTTP 404 ``model_not_found``;
-* ``unknown_model`` (opencode only): a model that is not in opencode's own config.
+* ``unknown_model`` (opencode only): a model that is not in opencode's own config;
+* ``thinking``: the model reasons first (a Responses API reasoning item with its summary for
+  codex, reasoning_content deltas for opencode), then answers.
 
 After each run, processes still carrying the throwaway root in their environment (a daemon the
 CLI left behind) are reported in ``recording.json`` and terminated.
@@ -72,6 +74,7 @@ PROMPTS = {
     "no_key": "FAKE-ANSWER Say hello.",
     "bad_model": "FAKE-ANSWER Say hello.",
     "unknown_model": "FAKE-ANSWER Say hello.",
+    "thinking": "FAKE-THINK Say hello.",
 }
 #: Seconds a run may take before it is stopped (the CLIs retry 5xx/429 on their own for a while).
 TIMEOUTS = {"server_error": 120.0, "rate_limit": 120.0}
@@ -228,6 +231,8 @@ def opencode_argv(binary: Path, scenario: str, session: str | None) -> list[str]
     # ERROR-level logs on stderr: the only place opencode names the cause of a local failure
     # (its JSON error event then just says "Unexpected server error").
     argv = [str(binary), "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
+    if scenario == "thinking":  # waaah run passes it: opencode prints reasoning parts only then
+        argv.insert(4, "--thinking")
     if scenario == "resume":
         if session is None:
             raise RuntimeError("resume needs the session id of the answer run")
@@ -265,7 +270,7 @@ class Cli:
     session: Callable[[bytes], str | None]
 
 
-COMMON = ("answer", "tool", "resume", "server_error", "rate_limit", "auth", "no_key", "bad_model")
+COMMON = ("answer", "tool", "resume", "server_error", "rate_limit", "auth", "no_key", "bad_model", "thinking")
 CLIS = {
     "codex": Cli("codex", "codex", COMMON, codex_config, codex_env, codex_argv, codex_session),
     "opencode": Cli(

@@ -42,6 +42,8 @@ Run by hand: ``python -m tests.doubles.fake_model --port 8765 [--log requests.js
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import threading
 import time
@@ -68,10 +70,13 @@ MCP_SERVER = "waaah"
 
 @dataclass(frozen=True)
 class Text:
-    """End the turn with this text. ``delay`` seconds pass before the first byte is sent."""
+    """End the turn with this text. ``delay`` seconds pass before the first byte is sent.
+    ``thinking``: sent first, as the anthropic API's thinking block (thinking_delta events and a
+    signature) and as gemini's ``thought`` parts, as for a model that thinks."""
 
     text: str
     delay: float = 0.0
+    thinking: str = ""
 
 
 @dataclass(frozen=True)
@@ -405,8 +410,12 @@ def _gemini_parts(reply: Text | ToolCall) -> list[dict[str, Any]]:
 
 
 def gemini_stream(reply: Text | ToolCall, model: str, usage: Usage) -> Iterator[dict[str, Any]]:
-    """GenerateContentResponse chunks for one streamed reply."""
+    """GenerateContentResponse chunks for one streamed reply (a Text's thinking first, as
+    ``thought`` parts, the way the API sends them when asked to include thoughts)."""
     if isinstance(reply, Text):
+        if reply.thinking:
+            thought = [{"text": reply.thinking, "thought": True}]
+            yield {"candidates": [{"content": {"role": "model", "parts": thought}, "index": 0}]}
         pieces = _chunks(reply.text)
         for piece in pieces[:-1]:
             yield {"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0}]}
@@ -442,14 +451,23 @@ def _anthropic_block(reply: Text | ToolCall) -> dict[str, Any]:
     return {"type": "text", "text": reply.text}
 
 
+def _signature(thinking: str) -> str:
+    return base64.b64encode(hashlib.sha256(thinking.encode()).digest()).decode()
+
+
 def anthropic_message(reply: Text | ToolCall, model: str, usage: Usage) -> dict[str, Any]:
     """A whole (non-streamed) Messages API response."""
+    thought = (
+        [{"type": "thinking", "thinking": reply.thinking, "signature": _signature(reply.thinking)}]
+        if isinstance(reply, Text) and reply.thinking
+        else []
+    )
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [_anthropic_block(reply)],
+        "content": [*thought, _anthropic_block(reply)],
         "stop_reason": "tool_use" if isinstance(reply, ToolCall) else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
@@ -469,30 +487,48 @@ def anthropic_stream(
         "cache_read_input_tokens": 0,
     }
     yield "message_start", {"type": "message_start", "message": start}
-    block = whole["content"][0]
+    at = 0
+    if whole["content"][0]["type"] == "thinking":
+        thought = whole["content"][0]
+        yield (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+        )
+        for piece in _chunks(thought["thinking"]):
+            delta = {"type": "thinking_delta", "thinking": piece}
+            yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        signed = {"type": "signature_delta", "signature": thought["signature"]}
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": signed}
+        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        at = 1
+    block = whole["content"][at]
     if block["type"] == "text":
         yield (
             "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_start", "index": at, "content_block": {"type": "text", "text": ""}},
         )
         for piece in _chunks(block["text"]):
             yield (
                 "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+                {"type": "content_block_delta", "index": at, "delta": {"type": "text_delta", "text": piece}},
             )
     else:
         empty = dict(block, input={})
-        yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": empty}
+        yield "content_block_start", {"type": "content_block_start", "index": at, "content_block": empty}
         for piece in _chunks(json.dumps(block["input"])):
             yield (
                 "content_block_delta",
                 {
                     "type": "content_block_delta",
-                    "index": 0,
+                    "index": at,
                     "delta": {"type": "input_json_delta", "partial_json": piece},
                 },
             )
-    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield "content_block_stop", {"type": "content_block_stop", "index": at}
     yield (
         "message_delta",
         {

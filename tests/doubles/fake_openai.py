@@ -88,10 +88,13 @@ class Usage:
 
 @dataclass(frozen=True)
 class Text:
-    """End the turn with this text, streamed after ``delay`` seconds (a slow model: the CLI is busy)."""
+    """End the turn with this text, streamed after ``delay`` seconds (a slow model: the CLI is busy).
+    ``thinking`` comes first: a reasoning item with its summary (Responses API), reasoning_content
+    deltas (Chat Completions), as a reasoning model sends them."""
 
     text: str
     delay: float = 0.0
+    thinking: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,10 @@ class Rule:
 #: The scripted scenarios, one marker each.
 DEFAULT_RULES: list[Rule] = [
     Rule("FAKE-ANSWER", Text("Hello from the fake model.")),
+    Rule(
+        "FAKE-THINK",
+        Text("Hello from the fake model.", thinking="The user asks for a greeting.\n\nA short one will do."),
+    ),
     Rule("FAKE-TOOL", ShellCall("echo hi")),
     Rule("FAKE-500", HttpError(500)),
     Rule("FAKE-429", HttpError(429, retry_after="1")),
@@ -347,6 +354,45 @@ def responses_stream(
 
     yield ev("response.created", response=base)
     yield ev("response.in_progress", response=base)
+    at, before = 0, []
+    if isinstance(reply, Text) and reply.thinking:
+        rs_id = _new_id("rs")
+        summary = {"type": "summary_text", "text": reply.thinking}
+        thought: dict[str, Any] = {"id": rs_id, "type": "reasoning", "summary": []}
+        yield ev("response.output_item.added", output_index=0, item=thought)
+        empty = {"type": "summary_text", "text": ""}
+        yield ev(
+            "response.reasoning_summary_part.added",
+            item_id=rs_id,
+            output_index=0,
+            summary_index=0,
+            part=empty,
+        )
+        for piece in _chunks(reply.thinking):
+            yield ev(
+                "response.reasoning_summary_text.delta",
+                item_id=rs_id,
+                output_index=0,
+                summary_index=0,
+                delta=piece,
+            )
+        yield ev(
+            "response.reasoning_summary_text.done",
+            item_id=rs_id,
+            output_index=0,
+            summary_index=0,
+            text=reply.thinking,
+        )
+        yield ev(
+            "response.reasoning_summary_part.done",
+            item_id=rs_id,
+            output_index=0,
+            summary_index=0,
+            part=summary,
+        )
+        thought = dict(thought, summary=[summary])
+        yield ev("response.output_item.done", output_index=0, item=thought)
+        at, before = 1, [thought]
     if isinstance(reply, Text):
         item_id = _new_id("msg")
         item: dict[str, Any] = {
@@ -356,19 +402,19 @@ def responses_stream(
             "role": "assistant",
             "content": [],
         }
-        yield ev("response.output_item.added", output_index=0, item=item)
+        yield ev("response.output_item.added", output_index=at, item=item)
         part = {"type": "output_text", "text": "", "annotations": []}
-        yield ev("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
+        yield ev("response.content_part.added", item_id=item_id, output_index=at, content_index=0, part=part)
         for piece in _chunks(reply.text):
             yield ev(
-                "response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece
+                "response.output_text.delta", item_id=item_id, output_index=at, content_index=0, delta=piece
             )
         yield ev(
-            "response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=reply.text
+            "response.output_text.done", item_id=item_id, output_index=at, content_index=0, text=reply.text
         )
         done_part = dict(part, text=reply.text)
         yield ev(
-            "response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=done_part
+            "response.content_part.done", item_id=item_id, output_index=at, content_index=0, part=done_part
         )
         item = dict(item, status="completed", content=[done_part])
     else:
@@ -385,17 +431,17 @@ def responses_stream(
         }
         if isinstance(reply, McpCall):
             item["namespace"] = reply.namespace
-        yield ev("response.output_item.added", output_index=0, item=item)
+        yield ev("response.output_item.added", output_index=at, item=item)
         for piece in _chunks(arguments, 16):
-            yield ev("response.function_call_arguments.delta", item_id=item_id, output_index=0, delta=piece)
+            yield ev("response.function_call_arguments.delta", item_id=item_id, output_index=at, delta=piece)
         yield ev(
-            "response.function_call_arguments.done", item_id=item_id, output_index=0, arguments=arguments
+            "response.function_call_arguments.done", item_id=item_id, output_index=at, arguments=arguments
         )
         item = dict(item, status="completed", arguments=arguments)
-    yield ev("response.output_item.done", output_index=0, item=item)
+    yield ev("response.output_item.done", output_index=at, item=item)
     yield ev(
         "response.completed",
-        response=dict(base, status="completed", output=[item], usage=responses_usage(usage)),
+        response=dict(base, status="completed", output=[*before, item], usage=responses_usage(usage)),
     )
 
 
@@ -435,6 +481,9 @@ def chat_stream(
 
     yield chunk({"role": "assistant", "content": ""})
     if isinstance(reply, Text):
+        for piece in _chunks(reply.thinking):
+            if piece:
+                yield chunk({"reasoning_content": piece})
         for piece in _chunks(reply.text):
             yield chunk({"content": piece})
         finish = "stop"

@@ -141,3 +141,15 @@ def test_stream_needs_the_json_format(tmp_path: Path) -> None:
     assert (
         done.stderr.strip() == "waaah: --stream prints JSON lines: it needs --format json, not --format llm"
     )
+
+
+def test_claude_s_thinking_is_the_reasoning(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    thinking = "The user wants a greeting.\n\n  A short one   will do." + " Then stop." * 80
+    with FakeModel([Rule(Text("Hi.", thinking=thinking), marker="THINK-MARKER")]) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        code, out, err = waaah_run(ws, env, "THINK-MARKER greet me", "--agent", "claude")
+        assert code == 0, err
+        assert out["response"] == "Hi." and out["reasoning_source"] == "stream"
+        assert out["reasoning"].startswith("The user wants a greeting. A short one will do. Then stop.")
+        assert len(out["reasoning"]) == 600 and out["reasoning"].endswith("...")

@@ -178,3 +178,27 @@ def test_what_the_run_does_with_each_new_class() -> None:
     assert step(F.PROVIDER_ERROR) == "retry" and step(F.PROVIDER_ERROR, retries=2) == "fallback"
     assert step(F.QUOTA) == "fallback" and step(F.QUOTA, has_next=False) == "stop"
     assert step(F.UNKNOWN) == "fallback"
+
+
+def test_claude_s_recorded_thinking_block_is_the_reasoning() -> None:
+    summary, code, _ = recorded("claude", "thinking")
+    assert code == 0 and summary.response == "Hello from the fake model."
+    assert summary.reasoning == "The user asks for a greeting.\n\nA short, friendly one will do."
+    envelope: dict[str, object] = {"response": summary.response}
+    outputs.add_fields(envelope, summary.tokens, summary.tools, summary.reasoning, "stream")
+    assert envelope["reasoning"] == "The user asks for a greeting. A short, friendly one will do."
+    assert envelope["reasoning_source"] == "stream"
+
+
+def test_gemini_s_stream_drops_the_thoughts_the_model_sent() -> None:
+    summary, code, _ = recorded("gemini", "thinking")
+    assert code == 0 and summary.response == "Hello from the fake model."
+    assert summary.reasoning == ""  # the fake sent thought parts; stream-json has no event for them
+
+
+@pytest.mark.parametrize("cli", ("codex", "opencode"))
+def test_codex_and_opencode_recorded_reasoning_is_the_reasoning(cli: str) -> None:
+    summary, code, _ = recorded(cli, "thinking")
+    assert code == 0 and summary.response == "Hello from the fake model."
+    assert summary.reasoning == "The user asks for a greeting.\n\nA short one will do."
+    assert summary.tools.call_count == 0  # a reasoning item is not a tool call

@@ -51,8 +51,9 @@ def _headless(prompt: str | None, session_id: str, resume: bool, model: str | No
     opencode joins its message arguments and wraps each one that holds a space in double quotes,
     so an argv prompt would reach the model altered; on stdin it arrives as written. Its JSON
     error event says only "Unexpected server error" for local failures (such as a model missing
-    from its configuration); ERROR-level logs on stderr name the cause."""
-    args = ["run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
+    from its configuration); ERROR-level logs on stderr name the cause. ``--thinking`` makes it
+    emit the model's reasoning parts (the envelope's ``reasoning``)."""
+    args = ["run", "--format", "json", "--thinking", "--print-logs", "--log-level", "ERROR"]
     if resume:
         args += ["--session", session_id]
     if model:
