@@ -15,7 +15,8 @@ Scenarios: ``answer`` (plain reply), ``tool`` (an MCP tool call, then a reply), 
 turn of ``answer``'s session through the CLI's own resume), ``rate_limit`` (a final 429),
 ``server_error`` (HTTP 500), ``auth`` (HTTP 401), ``no_key`` (no API key at all), ``bad_model``
 (HTTP 404 for the model), ``bad_session`` (resume of an id the CLI never had), ``rate_limit_words`` (the model's own answer talks about rate limits:
-not an error) and ``thinking`` (the model thinks first: the anthropic API's thinking block).
+not an error) and ``thinking`` (the model thinks first: the anthropic API's thinking block, gemini's
+thought parts; the session file the CLI wrote is kept too, as ``thinking.session.jsonl``).
 
 ``--scenario NAME`` (repeatable) records only those scenarios.
 """
@@ -91,6 +92,19 @@ def headless_argv(cli: str, prompt: str, session: tuple[str, str]) -> list[str]:
     return [*argv, "--verbose"] if cli == "claude" else argv
 
 
+def session_file(cli: str, home: Path, session_id: str) -> Path:
+    """The CLI's own session file of ``session_id`` under the throwaway ``home``."""
+    pattern = (
+        f".gemini/tmp/*/chats/session-*-{session_id[:8]}.jsonl"
+        if cli == "gemini"
+        else f".claude/projects/*/{session_id}.jsonl"
+    )
+    found = sorted(home.glob(pattern))
+    if not found:
+        raise RuntimeError(f"{cli} wrote no session file {pattern} under {home}")
+    return found[0]
+
+
 def record(cli: str, only: list[str] | None = None) -> Path:
     version = cli_version(cli)
     out = FIXTURES / f"{cli}-{version}"
@@ -138,6 +152,10 @@ def record(cli: str, only: list[str] | None = None) -> Path:
                     text = neutralise(data.decode("utf-8", "replace"), root)
                     (out / f"{scenario}.{suffix}").write_text(text, encoding="utf-8")
                 (out / f"{scenario}.exit").write_text(code + "\n", encoding="utf-8")
+                if scenario == "thinking":  # and the session file it wrote (where gemini keeps its thoughts)
+                    kept = session_file(cli, root / "home", session[1])
+                    text = neutralise(kept.read_text(encoding="utf-8"), root)
+                    (out / "thinking.session.jsonl").write_text(text, encoding="utf-8")
                 print(f"{cli} {version} {scenario}: exit {code}, {len(stdout.splitlines())} lines")
         return out
     finally:

@@ -208,6 +208,15 @@ def run(
             'session, the envelope last. Example: waaah run "..." --stream | jq -c .',
         ),
     ] = False,
+    reasoning_fallback: Annotated[
+        bool,
+        typer.Option(
+            "--reasoning-fallback",
+            help="With --session ID and no prompt: print the reasoning and token figures of that "
+            "run from its log (else the CLI's session file), without calling the CLI. "
+            "Example: waaah run --reasoning-fallback --session <log or session id>",
+        ),
+    ] = False,
 ) -> None:
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
@@ -216,6 +225,11 @@ def run(
     Each run is logged to .waaah/runs/<day>/<log id>.jsonl (or under WAAAH_LOG_DIR).
     """
     from waaah_agent.runtime import oneshot, run_io
+
+    if reasoning_fallback:
+        from waaah_agent.runtime import run_reasoning
+
+        _exit(lambda: run_reasoning.main(session, prompt, workspace, dict(os.environ), sys.stdout))
 
     if paths and not list_runs:
         raise typer.BadParameter("only with --list (waaah run --list [ID] --paths)", param_hint="'--paths'")

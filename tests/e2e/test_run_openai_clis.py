@@ -141,3 +141,43 @@ def test_answer_then_session_continues(cli: str, tmp_path: Path) -> None:
         third = waaah_run([SECOND, "--session", first["log_id"], "--timeout", "120"], env, ws)
         assert third["ok"] and third["session_id"] == session, third
         assert logged_requests(log)[-1]["user_texts"] == [FIRST, SECOND, SECOND]
+
+
+def test_reasoning_tokens_used_and_stream_lines(cli: str, tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    with FakeOpenAI(api_key=FAKE_KEY) as fake:  # FAKE-THINK: a reasoning summary, then the answer
+        env = cli_env(cli, tmp_path, ws, f"{fake.url}/v1")
+        proc = subprocess.run(
+            [
+                *waaah_command(),
+                "run",
+                "FAKE-THINK Say hello.",
+                "--agent",
+                cli,
+                "--stream",
+                "--timeout",
+                "120",
+            ],
+            cwd=ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    start, session, envelope = (json.loads(line) for line in proc.stdout.splitlines())
+    assert start["record"] == "start" and start["agent"] == cli and start["log_id"] == envelope["log_id"]
+    assert session == {"record": "session", "session_id": envelope["session_id"], "agent": cli, "attempt": 1}
+    assert envelope["response"] == "Hello from the fake model."
+    assert envelope["reasoning"] == "The user asks for a greeting. A short one will do."
+    assert envelope["reasoning_source"] == "stream"
+    assert envelope["tokens_used"] == {
+        "input_tokens": 123,
+        "output_tokens": 45,
+        "total_tokens": 168,
+        "cost_usd": 0 if cli == "opencode" else None,  # opencode prices the fake model at 0
+        "cache_read_input_tokens": 7,
+        "cache_creation_input_tokens": 0,
+    }

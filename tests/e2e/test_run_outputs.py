@@ -153,3 +153,22 @@ def test_claude_s_thinking_is_the_reasoning(tmp_path: Path) -> None:
         assert out["response"] == "Hi." and out["reasoning_source"] == "stream"
         assert out["reasoning"].startswith("The user wants a greeting. A short one will do. Then stop.")
         assert len(out["reasoning"]) == 600 and out["reasoning"].endswith("...")
+
+
+def test_gemini_s_thoughts_come_from_its_session_file_and_back_from_the_log(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    rule = Rule(Text("Hi.", thinking="**Greeting** The user\n wants hi."), marker="THINK-MARKER")
+    with FakeModel([rule]) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        code, out, err = waaah_run(ws, env, "THINK-MARKER greet me", "--agent", "gemini")
+        assert code == 0, err
+        assert (
+            out["reasoning"] == "Greeting: The user wants hi." and out["reasoning_source"] == "session_file"
+        )
+        requests = len(fake.main_requests())
+        code, back, err = waaah_run(ws, env, "--reasoning-fallback", "--session", out["session_id"])
+        assert code == 0, err
+        assert back["mode"] == "reasoning_fallback" and back["log_id"] == out["log_id"]
+        assert (back["reasoning"], back["reasoning_source"]) == (out["reasoning"], "session_file")
+        assert back["tokens"] == out["tokens"] and back["tokens_used"] == out["tokens_used"]
+        assert len(fake.main_requests()) == requests  # the CLI was not called

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_run_streams import RECORDED, failure_of, recorded
+from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
 from waaah_agent.core import failures as F
 from waaah_agent.core import outputs
 from waaah_agent.core.failures import Failure, classify
@@ -202,3 +202,41 @@ def test_codex_and_opencode_recorded_reasoning_is_the_reasoning(cli: str) -> Non
     assert code == 0 and summary.response == "Hello from the fake model."
     assert summary.reasoning == "The user asks for a greeting.\n\nA short one will do."
     assert summary.tools.call_count == 0  # a reasoning item is not a tool call
+
+
+@pytest.mark.parametrize(
+    ("cli", "thought"),
+    [
+        # gemini splits a thought into a subject and a description; the fake's has no subject
+        ("gemini", "The user asks for a greeting.\n\nA short, friendly one will do."),
+        ("claude", "The user asks for a greeting.\n\nA short, friendly one will do."),
+    ],
+)
+def test_recorded_session_files_hold_the_last_turn_s_thinking(cli: str, thought: str) -> None:
+    lines = (STREAMS / RECORDED[cli] / "thinking.session.jsonl").read_text(encoding="utf-8").splitlines()
+    assert outputs.session_reasoning(cli, lines) == thought
+    assert outputs.session_reasoning("codex", lines) == ""  # codex's and opencode's: from the stream
+
+
+def test_session_reasoning_takes_the_last_turn_only_and_survives_junk() -> None:
+    gemini = [
+        '{"id": "u1", "type": "user", "content": [{"text": "first"}]}',
+        '{"id": "g1", "type": "gemini", "content": "a", "thoughts": [{"subject": "Old", "description": "x"}]}',
+        "not json",
+        "[1, 2]",
+        '{"id": "u2", "type": "user", "content": [{"text": "second"}]}',
+        '{"id": "g2", "type": "gemini", "content": "", "thoughts": [{"subject": "Plan", "description": "y"}]}',
+        '{"id": "g2", "type": "gemini", "content": "b", "thoughts": [{"subject": "Plan", "description": "z"}]}',
+        '{"id": "g3", "type": "gemini", "content": "c", "thoughts": "not a list"}',
+    ]
+    assert outputs.session_reasoning("gemini", gemini) == "Plan: z"
+    claude = [
+        '{"type": "user", "message": {"role": "user", "content": "first"}}',
+        '{"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "old"}]}}',
+        '{"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "again"}]}}',
+        '{"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "one"}]}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "content": "ok"}]}}',
+        '{"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "two"}]}}',
+        '{"type": "assistant", "message": "junk"}',
+    ]
+    assert outputs.session_reasoning("claude", claude) == "one\ntwo"

@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from waaah_agent.core.streams import Tokens, ToolActivity
@@ -132,3 +134,68 @@ def add_fields(
         envelope["reasoning_source"] = source
     if isinstance(envelope.get("response"), str):
         envelope["response"] = strip_fence(envelope["response"])
+
+
+def session_reasoning(agent: str, lines: Iterable[str]) -> str:
+    """The model's thinking in the last turn of a CLI's session file (the text after the last
+    prompt typed), or "". gemini (``chats/session-*.jsonl``): the ``thoughts`` (subject and
+    description) of its ``gemini`` messages, a message rewritten under the same id counting
+    once; claude (``projects/<cwd>/<id>.jsonl``): the ``thinking`` blocks of its assistant
+    records. Other CLIs: "" (their streams carry the reasoning)."""
+    if agent == "gemini":
+        return _gemini_thoughts(_json_lines(lines))
+    if agent == "claude":
+        return _claude_thinking(_json_lines(lines))
+    return ""
+
+
+def _json_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        text = line.strip()
+        if not text.startswith("{"):
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def _gemini_thoughts(records: Iterable[dict[str, Any]]) -> str:
+    messages: dict[str, dict[str, Any]] = {}  # by id, in first-seen order, latest version
+    for record in records:
+        found = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
+        batch = found if isinstance(found, list) else record.get("messages")  # 0.34.0: one document
+        for message in batch if isinstance(batch, list) else [record]:
+            if isinstance(message, dict) and message.get("type") in ("user", "gemini"):
+                messages[str(message.get("id") or len(messages))] = message
+    turn: list[str] = []
+    for message in messages.values():
+        if message.get("type") == "user":
+            turn = []
+            continue
+        for thought in message.get("thoughts") or []:
+            if isinstance(thought, dict):
+                subject, text = str(thought.get("subject") or ""), str(thought.get("description") or "")
+                turn.append(f"{subject}: {text}" if subject and text else subject or text)
+    return "\n".join(t for t in turn if t.strip())
+
+
+def _claude_thinking(records: Iterable[dict[str, Any]]) -> str:
+    turn: list[str] = []
+    for record in records:
+        message = record.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if record.get("type") == "user" and (
+            isinstance(content, str)
+            or any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+        ):
+            turn = []  # a prompt typed (not a tool result): a new turn
+        elif record.get("type") == "assistant" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "thinking":
+                    turn.append(str(block.get("thinking") or ""))
+    return "\n".join(t for t in turn if t.strip())

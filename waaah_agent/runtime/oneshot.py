@@ -10,7 +10,6 @@ timeout or Ctrl+C.
 from __future__ import annotations
 
 import errno
-import json
 import random
 import signal
 import time
@@ -30,9 +29,19 @@ from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.resilience import cli_share, next_step
 from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
-from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
+from waaah_agent.core.streams import StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, SessionNotFound, UsageError, run_exit_code
-from waaah_agent.runtime import cli_env, clis, price_file, providers, routes, run_inputs, run_trees, runlog
+from waaah_agent.runtime import (
+    cli_env,
+    clis,
+    price_file,
+    providers,
+    routes,
+    run_inputs,
+    run_reasoning,
+    run_trees,
+    runlog,
+)
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import (
@@ -541,7 +550,9 @@ class _Run:
             envelope["budget"] = self.budget.to_json(self.tokens, self.cost, spent)
             if spent and error_type is None:
                 self.warnings.append(f"the answer went over the run's budget ({spent})")
-        outputs.add_fields(envelope, self.tokens, summary.tools, summary.reasoning, "stream")
+        sid = envelope["session_id"]  # the reasoning: the stream's, else the CLI's session file's
+        thought = run_reasoning.for_envelope(summary, agent, self.env, self.workspace, sid)
+        outputs.add_fields(envelope, self.tokens, summary.tools, *thought)
         if error_type is not None:
             envelope.update(
                 error=self.redact(error),
@@ -555,24 +566,9 @@ class _Run:
 def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
     """The running token total that the last attempt logged in ``path`` with ``agent`` reported
     for ``session_id``, for CLIs whose usage is the session's running total (codex); else None."""
-    adapter = adapters.registry().get(agent)
-    if adapter is None or adapter.headless is None:
-        return None
-    new_parser = adapter.headless.parser
-    parsers: dict[tuple[int, int], StreamParser] = {}
-    runs = 0
-    for record in runlog.records(path, events=True):
-        if record["record"] == "start":
-            runs += 1
-        elif record["record"] == "event" and record.get("agent") == agent:
-            attempt = record.get("attempt")
-            key = (runs, attempt if isinstance(attempt, int) else 0)
-            parser = parsers.get(key) or parsers.setdefault(key, new_parser())
-            parser.feed(json.dumps(record.get("event")))
     found = None
-    for parser in parsers.values():  # in log order
-        summary = parser.summary
-        if summary.tokens_cumulative and summary.session_id == session_id:
+    for name, summary in run_reasoning.replayed(path):  # in log order
+        if name == agent and summary.tokens_cumulative and summary.session_id == session_id:
             found = summary.tokens
     return found
 

@@ -1,0 +1,102 @@
+"""`waaah run --reasoning-fallback --session ID` on run logs written by RunLog from recorded real
+streams (tests/fixtures/streams), and the CLIs' session files read for reasoning."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.helpers import WAAAH
+from tests.unit.test_run_streams import RECORDED, STREAMS
+from waaah_agent.core.redact import Redactor
+from waaah_agent.errors import SessionNotFound
+from waaah_agent.runtime import run_reasoning, runlog
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+def killed_run(ws: Path, cli: str, scenario: str, log_id: str) -> Path:
+    """A run log with the recorded stream's events and no end record (as a killed run leaves it)."""
+    path = runlog.new_log_path(ws, log_id, datetime.now())
+    log = runlog.RunLog(path, Redactor())
+    log.write("start", prompt="THINK-MARKER say hello", agent=cli, parent_id=None)
+    log.write("attempt", n=1, agent=cli, session_id=log_id)
+    for line in (STREAMS / RECORDED[cli] / f"{scenario}.stdout").read_text(encoding="utf-8").splitlines():
+        log.event(1, cli, line)
+    log.close()
+    return path
+
+
+def test_a_killed_run_s_reasoning_and_tokens_come_from_its_logged_stream(ws: Path) -> None:
+    killed_run(ws, "claude", "thinking", "run-1")
+    result = run_reasoning.fallback(ws, "run-1", {"HOME": str(ws.parent)})
+    assert result["reasoning"] == "The user asks for a greeting. A short, friendly one will do."
+    assert result["reasoning_source"] == "stream" and result["agent"] == "claude"
+    assert result["tokens"]["input"] == 1200 and result["tokens"]["output"] == 34
+    assert result["tokens_used"]["cost_usd"] == pytest.approx(0.00548)
+    # No end record, and its writer (this test) still lives.
+    assert result["tokens_source"] == "run_log" and result["status"] == "running"
+
+
+def test_without_reasoning_in_the_log_the_session_file_is_read(ws: Path, tmp_path: Path) -> None:
+    killed_run(ws, "gemini", "thinking", "run-2")
+    home = tmp_path / "home"
+    session = json.loads((STREAMS / RECORDED["gemini"] / "thinking.stdout").read_text().splitlines()[0])
+    chats = home / ".gemini" / "tmp" / "ws" / "chats"
+    chats.mkdir(parents=True)
+    name = f"session-2026-11-25T10-00-{session['session_id'][:8]}.jsonl"
+    shutil.copy(STREAMS / RECORDED["gemini"] / "thinking.session.jsonl", chats / name)
+    result = run_reasoning.fallback(ws, "run-2", {"HOME": str(home)})
+    assert result["reasoning_source"] == "session_file"
+    assert result["reasoning"] == "The user asks for a greeting. A short, friendly one will do."
+    assert result["session_id"] == session["session_id"]
+    # A FIFO in the session file's place: no reasoning, no hang, no error.
+    (chats / name).unlink()
+    os.mkfifo(chats / name)
+    result = run_reasoning.fallback(ws, "run-2", {"HOME": str(home)})
+    assert "reasoning" not in result and result["tokens"]["total"] == 1234
+
+
+def test_an_unknown_id_is_a_clear_error(ws: Path) -> None:
+    with pytest.raises(SessionNotFound, match="unknown session id 'nope'"):
+        run_reasoning.fallback(ws, "nope", {})
+
+
+def test_the_command_reads_the_log_and_starts_no_cli(ws: Path) -> None:
+    killed_run(ws, "claude", "thinking", "run-3")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "LANG": "C.UTF-8"}  # no CLI on PATH
+    done = subprocess.run(
+        [WAAAH, "run", "--reasoning-fallback", "--session", "run-3"],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["mode"] == "reasoning_fallback" and out["ok"] is True and out["log_id"] == "run-3"
+    assert out["reasoning"].startswith("The user asks for a greeting.")
+    for args, message in (
+        (["--reasoning-fallback"], "give its id with --session ID"),
+        (["--reasoning-fallback", "hi", "--session", "run-3"], "takes no prompt"),
+        (["--reasoning-fallback", "--session", "nope"], "unknown session id 'nope'"),
+    ):
+        bad = subprocess.run(
+            [WAAAH, "run", *args], cwd=ws, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert bad.returncode in (2, 7) and bad.stdout == "" and message in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("waaah: ")
