@@ -172,3 +172,35 @@ def test_gemini_s_thoughts_come_from_its_session_file_and_back_from_the_log(tmp_
         assert (back["reasoning"], back["reasoning_source"]) == (out["reasoning"], "session_file")
         assert back["tokens"] == out["tokens"] and back["tokens_used"] == out["tokens_used"]
         assert len(fake.main_requests()) == requests  # the CLI was not called
+
+
+def test_llm_format_cuts_a_long_answer_and_attaches_stderr_on_a_spent_quota(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    # ~30 KB of text that never repeats (gemini stops a stream that loops on the same chunk)
+    long = "\n".join(f"line {n}: " + " ".join(f"w{n * 11 + i}" for i in range(11)) for n in range(400))
+    rules = [
+        Rule(Text(long), marker="LONG-MARKER"),
+        # gemini's daily-quota failure (a final 429 with a QuotaFailure detail)
+        Rule(HttpError(429, retryable=False), marker="QUOTA-MARKER"),
+    ]
+    with FakeModel(rules) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        cut = subprocess.run(
+            [WAAAH, "run", "LONG-MARKER go", "--agent", "gemini", "--format", "llm"],
+            cwd=ws, env=env, capture_output=True, text=True, timeout=150,
+        )  # fmt: skip
+        assert cut.returncode == 0, cut.stderr
+        head, _, rest = cut.stdout.partition("\n[... ")
+        assert long.startswith(head) and "characters (" in rest and "lines) cut; full output: " in rest
+        saved = Path(rest.split("full output: ", 1)[1].split(" ...]", 1)[0])
+        assert saved.read_text() == long and saved.parent == next((ws / ".waaah" / "runs").iterdir())
+        assert cut.stdout.rstrip().splitlines()[-1].startswith("[exit:0 | ")
+        failed = subprocess.run(
+            [WAAAH, "run", "QUOTA-MARKER go", "--agent", "gemini", "--format", "llm", "--timeout", "60"],
+            cwd=ws, env=env, capture_output=True, text=True, timeout=150,
+        )  # fmt: skip
+        assert failed.returncode == 18, failed.stderr
+        lines = failed.stdout.rstrip().splitlines()
+        assert lines[0].startswith("[error: quota: ") and "exhausted your daily quota" in lines[0]
+        assert "[stderr]" in lines and "429" in failed.stdout.split("[stderr]", 1)[1]
+        assert lines[-1].startswith("[exit:18 | ") and lines[-1].endswith("s]")
