@@ -136,6 +136,10 @@ def add_fields(
         envelope["response"] = strip_fence(envelope["response"])
 
 
+#: The CLIs whose session files :func:`session_reasoning` reads.
+SESSION_REASONING = ("gemini", "claude")
+
+
 def session_reasoning(agent: str, lines: Iterable[str]) -> str:
     """The model's thinking in the last turn of a CLI's session file (the text after the last
     prompt typed), or "". gemini (``chats/session-*.jsonl``): the ``thoughts`` (subject and
