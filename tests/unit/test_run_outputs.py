@@ -7,7 +7,7 @@ import pytest
 
 from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
 from waaah_agent.core import failures as F
-from waaah_agent.core import outputs
+from waaah_agent.core import models, outputs
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.resilience import next_step
 from waaah_agent.core.streams import StreamSummary, Tokens, ToolActivity
@@ -240,3 +240,15 @@ def test_session_reasoning_takes_the_last_turn_only_and_survives_junk() -> None:
         '{"type": "assistant", "message": "junk"}',
     ]
     assert outputs.session_reasoning("claude", claude) == "one\ntwo"
+
+
+def test_gemini_s_capacity_errors_as_now_classified_still_get_the_smaller_model() -> None:
+    default = models.Resolution("", None, "nothing configured")
+    text = "[API Error: No capacity available for model gemini-2.5-pro on the server]"
+    for failure in (
+        classify(173, "", StreamSummary(error=text)),  # gemini-cli's own exit code: unknown
+        classify(1, "", StreamSummary(error=text, error_status=503)),  # provider_error
+    ):
+        assert failure is not None and failure.type in (F.UNKNOWN, F.PROVIDER_ERROR)
+        got = models.retry_model("gemini", default, failure, text, "gemini-2.5-pro", False)
+        assert got is not None and got.model == "gemini-2.5-flash", failure

@@ -60,7 +60,7 @@ _CAPACITY = re.compile(
     r"MODEL_CAPACITY_EXCEEDED"
 )
 
-_CAPACITY_TYPES = (F.RATE_LIMIT, F.TRANSIENT, F.CRASH)
+_CAPACITY_TYPES = (F.RATE_LIMIT, F.TRANSIENT, F.PROVIDER_ERROR, F.CRASH, F.UNKNOWN)
 
 #: The next smaller model of the same gemini family (gemini-cli's own model names).
 SMALLER: dict[str, str] = {
@@ -224,8 +224,8 @@ def retry_model(
     why = _short(failure.message)
     if failure.type == F.INVALID_MODEL and current.model is not None:
         return Resolution(current.model, None, f"invalid model: {why}")
-    # gemini-cli 0.61 ends such a run with exit code 173 and no HTTP status (a crash to the
-    # classifier); a 429 or 503 naming the capacity is a rate limit or a transient error.
+    # gemini-cli 0.61 ends such a run with exit code 173 and no HTTP status (an unknown error to
+    # the classifier); a 429 or 503 naming the capacity is a rate limit or a provider error.
     if cli == "gemini" and failure.type in _CAPACITY_TYPES and is_capacity(evidence):
         failed = current.model or reported_model
         smaller = SMALLER.get(failed)
