@@ -19,14 +19,6 @@ from waaah_agent.errors import SessionNotFound
 from waaah_agent.runtime import run_reasoning, runlog
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    return folder
-
-
 def killed_run(ws: Path, cli: str, scenario: str, log_id: str) -> Path:
     """A run log with the recorded stream's events and no end record (as a killed run leaves it)."""
     path = runlog.new_log_path(ws, log_id, datetime.now())
