@@ -147,3 +147,11 @@ def test_a_model_that_spent_nothing_is_never_an_unpriced_model():
         parse(TABLE),
     )
     assert found.unpriced == () and found.usd == 1.25
+
+
+def test_a_run_budget_counts_claude_s_cache_reads_as_the_session_budget_does():
+    """claude's stream `input` leaves out cache reads (the other CLIs' holds them): the budget
+    counts the CLI's total, every token read or produced."""
+    claude = Tokens(input=10, output=5, cached=1000, total=1015)
+    assert RunBudget(max_tokens=1000).spent(claude, None) == "1,015 tokens used, --max-tokens 1,000"
+    assert RunBudget(max_tokens=1000).to_json(claude, None, "")["tokens"] == 1015

@@ -29,7 +29,7 @@ class RunBudget:
 
     def spent(self, used: Tokens, cost: float | None) -> str:
         """Why no more attempts may start ("" while they may)."""
-        tokens = used.input + used.output
+        tokens = counted(used)
         if self.max_tokens is not None and tokens >= self.max_tokens:
             return f"{tokens:,} tokens used, --max-tokens {self.max_tokens:,}"
         if self.max_cost is not None and cost is not None and cost >= self.max_cost:
@@ -37,7 +37,7 @@ class RunBudget:
         return ""
 
     def to_json(self, used: Tokens, cost: float | None, spent: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"tokens": used.input + used.output, "spent": bool(spent)}
+        out: dict[str, Any] = {"tokens": counted(used), "spent": bool(spent)}
         if self.max_tokens is not None:
             out["max_tokens"] = self.max_tokens
         if self.max_cost is not None:
@@ -46,6 +46,13 @@ class RunBudget:
         if spent:
             out["why"] = spent
         return out
+
+
+def counted(used: Tokens) -> int:
+    """The tokens a budget counts: every prompt token read (from a cache too) and every token
+    produced: the CLI's ``total``. (claude's ``input`` leaves out cache reads, the others' holds
+    them; the totals agree.)"""
+    return used.total or used.input + used.output
 
 
 def needs_prices(budget: RunBudget, chain: list[str]) -> list[str]:
