@@ -400,7 +400,7 @@ def apply_codex(event: dict[str, Any], s: StreamSummary) -> None:
         # thread's total is this run's usage; after `exec resume` it also holds every earlier
         # turn of the thread, and the stream carries nothing to tell them apart. The summary
         # keeps the total and sets tokens_cumulative; `waaah run --session` takes off the total
-        # its log holds from the earlier run (runtime/oneshot.py, session_total).
+        # its log holds from the earlier run (runtime/run_attempts.py, session_total).
         fresh_input = _int(usage.get("input_tokens"))
         output = _int(usage.get("output_tokens"))
         s.tokens = Tokens(
