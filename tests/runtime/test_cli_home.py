@@ -170,3 +170,33 @@ def test_settle_never_follows_or_removes_through_the_links(user):
     GEMINI.finish(env, session)
     assert not home.exists()
     assert (folder / "tmp" / "proj" / "chats").is_dir() and (folder / "projects.json").exists()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_text("{not json"),
+        lambda p: p.write_text("[1, 2]"),
+        lambda p: p.write_text(json.dumps({"user_folder": 7, "written": {}})),
+        lambda p: p.write_text(json.dumps({"user_folder": "/x", "snapshot": [1], "written": {}})),
+        lambda p: p.write_text(json.dumps({"user_folder": "/x", "written": ["not", "a", "dict"]})),
+        lambda p: p.write_bytes(b"\xff\xfe" * 10),
+        lambda p: p.write_bytes(b" " * (2 * 1024 * 1024)),  # over the cap: never read whole
+        lambda p: (p.unlink(), os.mkfifo(p)),  # a FIFO in its place: never blocks
+        lambda p: p.unlink(),
+    ],
+)
+def test_a_damaged_manifest_carries_nothing_back_and_never_fails_the_start(user, damage):
+    """The manifest of a home left behind is ours, but a disk, a crash or a hand can damage it:
+    the next start carries nothing back from that home (one can't tell what came from where), the
+    user's folder stays as it was, and the session starts with a fresh home."""
+    env, folder, session = user
+    run = Path(GEMINI.give(env, SERVER, session, {}).env["GEMINI_CLI_HOME"]) / ".gemini"
+    (run / "google_accounts.json").write_text('{"active": "me"}')  # a login gemini made in the run
+    damage(run.parent / MANIFEST)
+    before = snapshot(folder)
+    given = GEMINI.give(env, SERVER, session, {})  # the next start of the session
+    assert snapshot(folder) == before
+    fresh = Path(given.env["GEMINI_CLI_HOME"]) / ".gemini"
+    assert json.loads((fresh / "settings.json").read_text())["mcpServers"]["waaah"]
+    assert json.loads((fresh.parent / MANIFEST).read_text())["user_folder"] == str(folder)
