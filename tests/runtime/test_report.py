@@ -3,6 +3,7 @@ headless Chromium (Debian's package), checked in its DOM and its pixels."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -133,3 +134,22 @@ def test_a_broken_price_table_costs_the_report_only_its_cost_line(night, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "tokens: 300,000 in, 8,000 out" in done.stdout and "cost:" not in done.stdout
     assert "note: no cost shown: the price table" in done.stdout and "no output price" in done.stdout
+
+
+def test_an_events_file_over_64_mb_is_reported_from_its_end(night):
+    """A session kept for weeks: its events file is read from the end (capped), said, never
+    loaded whole; the night in its last part is still told right."""
+    events = next((night / ".waaah" / "sessions").iterdir()) / "events.jsonl"
+    tail = events.read_bytes()
+    old = json.dumps({"ts": "2026-10-01T00:00:00+00:00", "event": "state", "state": "busy", "pad": "x" * 900})
+    with events.open("wb") as fh:
+        block = (old + "\n").encode() * 1024
+        for _ in range(70 * 1024 * 1024 // len(block) + 1):
+            fh.write(block)
+        fh.write(tail)
+    done = waaah(night, "report", SESSION)
+    assert done.returncode == 0, done.stderr
+    assert "is larger than 64 MB: the report covers its end" in done.stdout
+    assert (
+        f"tasks served: {EXPECTED['tasks']}" in done.stdout and "tokens: 300,000 in, 8,000 out" in done.stdout
+    )
