@@ -92,3 +92,27 @@ def test_the_command_reads_the_log_and_starts_no_cli(ws: Path) -> None:
         )
         assert bad.returncode in (2, 7) and bad.stdout == "" and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("waaah: ")
+
+
+def test_a_killed_run_is_restored_with_what_its_cli_had_written(ws: Path) -> None:
+    """--resume of a run killed mid-answer: the replay holds the answer as far as the CLI had
+    streamed it (the recorded gemini stream cut before its last delta and its result)."""
+    from waaah_agent.core import restore
+    from waaah_agent.runtime import run_trees
+
+    path = runlog.new_log_path(ws, "run-9", datetime.now())
+    log = runlog.RunLog(path, Redactor())
+    log.write("start", prompt="ANSWER-MARKER say hello", agent="gemini", parent_id=None)
+    log.write("attempt", n=1, agent="gemini", session_id="run-9")
+    lines = (STREAMS / RECORDED["gemini"] / "answer.stdout").read_text(encoding="utf-8").splitlines()
+    for line in lines[:3]:  # init, the user's message, the first delta: then SIGKILL
+        log.event(1, "gemini", line)
+    log.close()
+    (turn,) = run_trees.turns(path)
+    assert (turn.prompt, turn.answer, turn.outcome) == (
+        "ANSWER-MARKER say hello",
+        "Hello from the fake mode",
+        "no end",
+    )
+    text = restore.replay_text([restore.Entry("run-9", "gemini", 0, turns=(turn,))], "run-9", tree=False)
+    assert "what its CLI had written:)\nHello from the fake mode" in text

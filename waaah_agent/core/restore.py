@@ -124,6 +124,11 @@ def _turn_text(turn: Turn, number: int, count: int) -> str:
     label = f" (turn {number} of {count})" if count > 1 else ""
     if turn.outcome == "ok":
         answer = cut_piece(turn.answer.strip()) or "(an empty answer)"
+    elif turn.outcome == "no end" and turn.answer.strip():
+        answer = (
+            "(the run ended without its answer, killed or still running; what its CLI had written:)\n"
+            + cut_piece(turn.answer.strip())
+        )
     elif turn.outcome == "no end":
         answer = "(no answer: the run ended without one, killed or still running)"
     else:

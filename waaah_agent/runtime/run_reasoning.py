@@ -67,6 +67,11 @@ def for_envelope(
 
 def replayed(path: Path) -> list[tuple[str, StreamSummary]]:
     """(agent, summary) of each attempt the log ``path`` recorded, its events parsed again."""
+    return [attempt for attempts in replayed_by_run(path).values() for attempt in attempts]
+
+
+def replayed_by_run(path: Path) -> dict[int, list[tuple[str, StreamSummary]]]:
+    """The same per run of the log (1 for its first start record, 2 for the next...)."""
     known = adapters.registry()
     parsers: dict[tuple[int, int], tuple[str, StreamParser]] = {}
     runs = 0
@@ -83,7 +88,10 @@ def replayed(path: Path) -> list[tuple[str, StreamSummary]]:
             if key not in parsers:
                 parsers[key] = (agent, adapter.headless.parser())
             parsers[key][1].feed(json.dumps(record.get("event")))
-    return [(agent, parser.summary) for agent, parser in parsers.values()]
+    found: dict[int, list[tuple[str, StreamSummary]]] = {}
+    for (run, _), (agent, parser) in parsers.items():  # in log order
+        found.setdefault(run, []).append((agent, parser.summary))
+    return found
 
 
 def _tokens(envelope: dict[str, Any]) -> Tokens:

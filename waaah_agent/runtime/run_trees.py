@@ -11,14 +11,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.core import restore
 from waaah_agent.errors import SessionNotFound, UsageError
-from waaah_agent.runtime import runlog
+from waaah_agent.runtime import run_reasoning, runlog
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.run_io import RunOptions
 
@@ -147,7 +147,21 @@ def turns(path: Path) -> tuple[restore.Turn, ...]:
                 kind_of if isinstance(kind_of, str) and error else "ok",
                 error if isinstance(error, str) else "",
             )
-    return tuple(found)
+    return tuple(_with_partial_answers(path, found))
+
+
+def _with_partial_answers(path: Path, found: list[restore.Turn]) -> list[restore.Turn]:
+    """A run that left no end record (killed, or still running) keeps what its CLI had written
+    by then, read again from the stream events its log kept."""
+    if not any(turn.outcome == "no end" for turn in found):
+        return found
+    by_run = run_reasoning.replayed_by_run(path)
+    out = []
+    for number, turn in enumerate(found, start=1):
+        attempts = by_run.get(number) or []
+        partial = attempts[-1][1].response.strip() if attempts else ""
+        out.append(replace(turn, answer=partial) if turn.outcome == "no end" and partial else turn)
+    return out
 
 
 def restored(workspace: Path, wanted: str, whole_tree: bool) -> Restored:
