@@ -221,8 +221,12 @@ def run(
     """Run one prompt through an agent CLI headless and print one JSON envelope.
 
     Retries transient errors, waits out short rate limits, falls back to the next CLI of
-    --fallback on a crash or timeout, all within --timeout. Anything after `--` goes to the CLI.
-    Each run is logged to .waaah/runs/<day>/<log id>.jsonl (or under WAAAH_LOG_DIR).
+    --fallback on a crash or timeout, all within --timeout (and --max-tokens/--max-cost). The
+    prompt can carry an agent file and persona, a skill, context; --model is resolved per CLI
+    (providers.yaml, aliases); --dry-run shows it all and starts nothing; --stream prints JSON
+    lines as the run goes; --resume/--resume-tree replay earlier runs into a new session of any
+    CLI; --list shows the trees of runs. Anything after `--` goes to the CLI. Each run is logged
+    to .waaah/runs/<day>/<log id>.jsonl (or under WAAAH_LOG_DIR).
     """
     from waaah_agent.runtime import oneshot, run_io
 
