@@ -287,8 +287,7 @@ def run(
 
 def _list(wanted: str | None, workspace: Path | None, paths: bool) -> int:
     from waaah_agent.runtime import run_trees
-    from waaah_agent.runtime.workspace import git_root
+    from waaah_agent.runtime.workspace import workspace_root
 
-    start = (workspace or Path.cwd()).resolve()
-    print(_masked(run_trees.list_text(git_root(start) or start, wanted, paths)))
+    print(_masked(run_trees.list_text(workspace_root(workspace), wanted, paths)))
     return 0

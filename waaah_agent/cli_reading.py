@@ -24,12 +24,12 @@ def sessions(
     id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
     --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
     from waaah_agent.runtime import run_trees, runlog
-    from waaah_agent.runtime.workspace import git_root
+    from waaah_agent.runtime.workspace import workspace_root
 
     def show() -> int:
-        start = (workspace or Path.cwd()).resolve()
-        run_trees.check_log_dir(git_root(start) or start, write=False)  # WAAAH_LOG_DIR
-        roots = runlog.tree(git_root(start) or start)
+        root = workspace_root(workspace)
+        run_trees.check_log_dir(root, write=False)  # WAAAH_LOG_DIR
+        roots = runlog.tree(root)
         shown = json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots)
         print(_masked(shown))
         return 0

@@ -8,32 +8,20 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from waaah_agent.core.streams import Tokens, ToolActivity
+from waaah_agent.core.streams import EDIT_TOOLS, SHELL_TOOLS, Tokens, ToolActivity, tool_names
+from waaah_agent.core.tokens import json_records
 
 #: ``reasoning`` is cut to this many characters.
 REASONING_CAP = 600
 
 #: Tool classes of ``metadata.tool_activity.result_classes``, by tool name (first match wins).
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "write",
-        re.compile(
-            r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch|"
-            r"file_change|create_file|delete_file|str_replace_based_edit_tool)$"
-        ),
-    ),
-    (
-        "shell",
-        re.compile(
-            r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command|"
-            r"command_execution)$"
-        ),
-    ),
+    ("write", tool_names((*EDIT_TOOLS, "create_file", "delete_file", "str_replace_based_edit_tool"))),
+    ("shell", tool_names(SHELL_TOOLS)),
     ("browser", re.compile(r"(?i)(browser|playwright|puppeteer|chrome|navigate|screenshot)")),
     ("web", re.compile(r"(?i)^(web_?fetch|web_?search|google_web_search|fetch|http_request)$")),
     (
@@ -147,23 +135,10 @@ def session_reasoning(agent: str, lines: Iterable[str]) -> str:
     once; claude (``projects/<cwd>/<id>.jsonl``): the ``thinking`` blocks of its assistant
     records. Other CLIs: "" (their streams carry the reasoning)."""
     if agent == "gemini":
-        return _gemini_thoughts(_json_lines(lines))
+        return _gemini_thoughts(json_records(lines))
     if agent == "claude":
-        return _claude_thinking(_json_lines(lines))
+        return _claude_thinking(json_records(lines))
     return ""
-
-
-def _json_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    for line in lines:
-        text = line.strip()
-        if not text.startswith("{"):
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            yield value
 
 
 def _gemini_thoughts(records: Iterable[dict[str, Any]]) -> str:

@@ -128,6 +128,17 @@ class CliInputs:
 # --------------------------------------------------------------------------------------------
 
 
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """(the front matter's lines, the text after it) of a text opening with ``---``; (None, the
+    text) when it has none or never closes it. An empty block (``---`` twice) is front matter."""
+    if not text.startswith("---\n"):
+        return None, text
+    end = 3 if text.startswith("---\n---") else text.find("\n---", 4)
+    if end < 0 or text[end + 4 : end + 5] not in ("", "\n"):
+        return None, text
+    return text[4:end], text[end + 4 :].lstrip("\n")
+
+
 def parse_agent_file(text: str, source: str) -> AgentFile:
     """The agent file's front matter, shared body and personas; a duplicate or malformed
     persona id is an :class:`InputError`."""
@@ -135,15 +146,13 @@ def parse_agent_file(text: str, source: str) -> AgentFile:
         raise InputError(f"the agent file {source} holds a NUL byte")
     text = text.replace("\r\n", "\n").lstrip("\ufeff")
     front: dict[str, str] = {}
-    if text.startswith("---\n"):
-        end = 3 if text.startswith("---\n---") else text.find("\n---", 4)
-        if end < 0 or text[end + 4 : end + 5] not in ("", "\n"):
-            raise InputError(f"the agent file {source} opens front matter (---) and never closes it")
-        for line in text[4:end].splitlines():
-            key, sep, value = line.partition(":")
-            if sep and key.strip() and not line.startswith((" ", "\t", "#")):
-                front[key.strip().lower()] = value.split(" #")[0].strip().strip("\"'")
-        text = text[end + 4 :].lstrip("\n")
+    block, text = split_front_matter(text)
+    if block is None and text.startswith("---\n"):
+        raise InputError(f"the agent file {source} opens front matter (---) and never closes it")
+    for line in (block or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not line.startswith((" ", "\t", "#")):
+            front[key.strip().lower()] = value.split(" #")[0].strip().strip("\"'")
     heads = list(_PERSONA.finditer(text))
     body = text[: heads[0].start()] if heads else text
     personas: dict[str, str] = {}

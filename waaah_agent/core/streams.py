@@ -18,12 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Tool names by the kind of effect they have, strongest last (see activity_class).
-_EDIT = re.compile(
-    r"(?i)^(write|edit|multiedit|notebookedit|replace|write_file|apply_patch|edit_file|patch|file_change)$"
-)
-_SHELL = re.compile(
-    r"(?i)^(bash|shell|run_shell_command|exec_command|local_shell|terminal|command|command_execution)$"
-)
+EDIT_TOOLS = (
+    "write", "edit", "multiedit", "notebookedit", "replace", "write_file", "apply_patch", "edit_file",
+    "patch", "file_change",
+)  # fmt: skip
+SHELL_TOOLS = (
+    "bash", "shell", "run_shell_command", "exec_command", "local_shell", "terminal", "command",
+    "command_execution",
+)  # fmt: skip
+
+
+def tool_names(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern matching exactly these tool names, in any case."""
+    return re.compile(r"(?i)^(" + "|".join(map(re.escape, names)) + r")$")
+
+
+_EDIT = tool_names(EDIT_TOOLS)
+_SHELL = tool_names(SHELL_TOOLS)
 _MCP = re.compile(r"^(mcp__?|waaah_)")
 _READ = re.compile(
     r"(?i)^(read|read_file|read_many_files|glob|grep|search|search_file_content|list_directory|ls|"

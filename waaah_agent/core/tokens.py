@@ -56,7 +56,9 @@ def _count(value: Any) -> int:
     return max(0, int(value))
 
 
-def _records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+def json_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a session file: one per line, or (gemini 0.34.0) one document over
+    many lines; anything else is skipped."""
     rest = iter(lines)
     for first in rest:
         if first.strip() == "{":  # one JSON document over many lines (gemini 0.34.0's session file)
@@ -176,7 +178,7 @@ class UsageCounter:
 
     def feed(self, lines: Iterable[str]) -> Usage:
         """Take more lines; returns the totals so far. Malformed or unrelated lines are skipped."""
-        for record in _records(lines):
+        for record in json_records(lines):
             if self.turn_model is not None:
                 self._current = self.turn_model(record) or self._current
             for key, usage, model in self.entries(record):

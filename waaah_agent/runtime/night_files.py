@@ -22,7 +22,7 @@ from waaah_agent.core.prices import Prices
 from waaah_agent.errors import SessionNotFound as NoSession
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import price_file, runlog
-from waaah_agent.runtime.safe_read import read_tail
+from waaah_agent.runtime.safe_read import read_tail, why
 from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
 from waaah_agent.runtime.workspace import git_root
 
@@ -83,7 +83,7 @@ def events_of(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     except OSError as err:
-        notes.append(f"skipped {path}: {getattr(err, 'reason', None) or err.strerror or err}")
+        notes.append(f"skipped {path}: {why(err)}")
         return []
     lines = raw.split(b"\n")
     if len(raw) >= EVENTS_CAP:

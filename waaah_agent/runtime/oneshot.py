@@ -1,10 +1,10 @@
 """`waaah run`: one prompt through a CLI's headless JSON-stream mode, one envelope out.
 
-The decisions are pure (core/streams.py parses, core/failures.py classifies, core/resilience.py
-picks retry / fallback / stop, core/present.py formats); this module is the shell around them:
-it spawns the CLI in its own process group, reads its stdout and stderr as they come, writes
-the run log, sleeps between attempts, keeps the circuit breakers, and kills the group on a
-timeout or Ctrl+C.
+This module sets a run up and ends it: the inputs (runtime/run_inputs.py), a restored run's
+replay (runtime/run_trees.py), the session to continue, the agent and its fallback chain (the
+routing table), the budget and the models (providers files), the run log's start record; then
+runtime/run_attempts.py walks the chain, and the envelope is printed (json, text, llm, or the
+--stream lines). Decisions are pure, in core/; --dry-run stops before the log is made.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import IO
 
 from waaah_agent import settings
@@ -34,14 +33,15 @@ from waaah_agent.runtime import (
     runlog,
 )
 from waaah_agent.runtime.headless import Interrupted
-from waaah_agent.runtime.run_attempts import Chain, ms, pick
+from waaah_agent.runtime.run_attempts import Chain, pick
 from waaah_agent.runtime.run_io import (
     InvalidPrompt,
     RunOptions,
+    ms,
     show,
 )
 from waaah_agent.runtime.run_stream import LineOut
-from waaah_agent.runtime.workspace import git_root
+from waaah_agent.runtime.workspace import workspace_root
 
 
 def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
@@ -50,13 +50,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     deadline = started + opts.timeout
     if opts.stream and opts.format != "json":
         raise UsageError(f"--stream prints JSON lines: it needs --format json, not --format {opts.format}")
-    try:
-        cwd = (opts.workspace or Path.cwd()).resolve()
-    except OSError as gone:
-        raise UsageError(
-            f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
-        ) from None
-    workspace = git_root(cwd) or cwd
+    workspace = workspace_root(opts.workspace)
     run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []
@@ -85,9 +79,11 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     for name in chain:
         pick(name)
     budget = RunBudget(opts.max_tokens, opts.max_cost)
-    prices = price_file.load(env)[0] if budget.max_cost is not None else Prices({})
-    if needs_prices(budget, chain) and not prices:
-        price_file.required(env, "--max-cost")  # one line: which file, what shape
+    budget_shown = budget.to_json(Tokens(), None, "") if budget else None
+    prices = Prices({})
+    if budget.max_cost is not None:  # a CLI that reports no cost needs the table: one line if none
+        needed = needs_prices(budget, chain)
+        prices = price_file.required(env, "--max-cost") if needed else price_file.load(env)[0]
     layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
     parent = settings.parent_id(opts.parent, env)
     if parent and not runlog.known_id(workspace, parent):
@@ -108,8 +104,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         named = opts.session in resumed.session_ids
         resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     if opts.inputs.dry_run:
-        shown = budget.to_json(Tokens(), None, "") if budget else None
-        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, shown)
+        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, budget_shown)
     redact = Redactor(known_secrets(dict(env)))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
@@ -131,7 +126,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         context=context_source or None,
         restored_from=restored.to_log() if restored else None,
         timeout_s=opts.timeout,
-        budget=budget.to_json(Tokens(), None, "") if budget else None,
+        budget=budget_shown,
         cwd=str(workspace),
     )
     lines = LineOut(out if opts.stream else None, redact)  # --stream: the start line at once
@@ -144,11 +139,11 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         model=opts.model,
         log_path=str(log_path),
     )
-    run = Chain(opts, env, workspace, log, redact, deadline, log_id, resume_id)
-    run.budget, run.prices = budget, prices
-    run.lines = lines
+    run = Chain(
+        opts, env, workspace, log, redact, deadline, log_id, resume_id,
+        budget=budget, prices=prices, layers=layers, lines=lines,
+    )  # fmt: skip
     run.warnings.extend(warnings)
-    run.layers = layers
     try:
         try:
             envelope = run.through(chain, prompt)

@@ -15,7 +15,7 @@ from waaah_agent import settings
 from waaah_agent.core.prices import PriceProblem, Prices, example, parse
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
-from waaah_agent.runtime.safe_read import read_capped
+from waaah_agent.runtime.safe_read import read_capped, why
 
 CAP = 256 * 1024
 
@@ -38,8 +38,7 @@ def load(env: Mapping[str, str]) -> tuple[Prices, Path | None]:
             raise UsageError(f"{settings.PRICES} names {path}, which does not exist") from None
         return Prices({}), None
     except OSError as err:
-        reason = getattr(err, "reason", None) or err.strerror or str(err)
-        raise UsageError(f"the price table {path} cannot be read ({reason}); fix or move it") from None
+        raise UsageError(f"the price table {path} cannot be read ({why(err)}); fix or move it") from None
     try:
         return parse(raw.decode("utf-8")), path
     except UnicodeDecodeError as err:

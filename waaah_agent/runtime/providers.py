@@ -14,9 +14,9 @@ from pathlib import Path
 
 from waaah_agent import adapters
 from waaah_agent.core import models
-from waaah_agent.core.models import Providers, Resolution
+from waaah_agent.core.models import Providers
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.safe_read import UnsafeFile, read_text
+from waaah_agent.runtime.safe_read import read_text, why
 
 #: The variable naming a providers file.
 PROVIDERS = "WAAAH_PROVIDERS"
@@ -30,10 +30,6 @@ def headless_clis() -> list[str]:
     return sorted(n for n, a in adapters.registry().items() if a.headless is not None)
 
 
-def _why(err: Exception) -> str:
-    return (err.strerror if isinstance(err, OSError) else None) or str(err)
-
-
 def files(env: Mapping[str, str], workspace: Path) -> list[tuple[Path, str]]:
     """The providers files in force, (path, how resolutions name it), highest precedence first."""
     out = []
@@ -42,7 +38,7 @@ def files(env: Mapping[str, str], workspace: Path) -> list[tuple[Path, str]]:
         try:
             found = named.exists() or named.is_symlink()
         except (OSError, ValueError) as err:  # a name too long, a NUL byte
-            raise UsageError(f"{PROVIDERS} names a path that cannot be used ({_why(err)})") from None
+            raise UsageError(f"{PROVIDERS} names a path that cannot be used ({why(err)})") from None
         if not found:
             raise UsageError(f"{PROVIDERS} names {named}, which does not exist")
         out.append((named, str(named)))
@@ -73,8 +69,7 @@ def read(path: Path, label: str, known: list[str]) -> Providers:
     except UnicodeDecodeError:
         raise UsageError(f"providers file {path} is not UTF-8 text; fix it or remove it") from None
     except OSError as bad:
-        why = bad.reason if isinstance(bad, UnsafeFile) else bad.strerror or str(bad)
-        raise UsageError(f"providers file {path} cannot be read: {why}") from None
+        raise UsageError(f"providers file {path} cannot be read: {why(bad)}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as bad:
@@ -89,10 +84,3 @@ def read(path: Path, label: str, known: list[str]) -> Providers:
     except models.BadProviders as bad:
         raise UsageError(f"providers file {bad}") from None
     return Providers(label, parsed.clis)  # resolutions name it short
-
-
-def resolve(
-    cli: str, requested: str | None, first: bool, env: Mapping[str, str], workspace: Path
-) -> Resolution:
-    """The model ``cli`` would start with (for callers that need no more than one answer)."""
-    return models.resolve(cli, requested, first, load(env, workspace))

@@ -32,7 +32,7 @@ from waaah_agent.errors import CliNotFound, UsageError, run_exit_code
 from waaah_agent.runtime import cli_env, clis, run_reasoning, runlog
 from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
 from waaah_agent.runtime.run_breakers import RunBreakers
-from waaah_agent.runtime.run_io import ARGV_PROMPT_LIMIT, RunOptions
+from waaah_agent.runtime.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.run_stream import LineOut
 from waaah_agent.runtime.startup import find_binary, not_executable_message
 
@@ -89,6 +89,11 @@ class Chain:
         deadline: float,
         log_id: str,
         resume_id: str,
+        *,
+        budget: RunBudget,
+        prices: Prices,
+        layers: list[models.Providers],
+        lines: LineOut,
     ) -> None:
         self.opts, self.env, self.workspace, self.log, self.redact = opts, env, workspace, log, redact
         self.deadline, self.log_id, self.resume_id = deadline, log_id, resume_id
@@ -105,12 +110,12 @@ class Chain:
         self.last_stderr = ""
         self.failure: Failure | None = None
         self.primary = ""
-        self.budget, self.prices = RunBudget(), Prices({})
+        self.budget, self.prices = budget, prices
         self.cost: float | None = None  # what the attempts cost (--max-cost), None: unknown
         self.spent = ""  # why the run's budget is spent ("" while it is not)
-        self.layers: list[models.Providers] = []
+        self.layers = layers  # the providers files (core/models.py)
         self.models: dict[str, models.Resolution] = {}  # each CLI's model, as last tried
-        self.lines = LineOut(None, redact)  # --stream's lines (none without it)
+        self.lines = lines  # --stream's lines (writes nothing without it)
 
     def usable_after(self, chain: list[str]) -> int:
         """How many of these CLIs could be tried now (installed, breaker letting runs through)."""
@@ -215,8 +220,7 @@ class Chain:
                 name, self.models[name], self.failure, evidence, outcome.summary.model, model_retried
             )
             if other is not None and self.cli_deadline > time.monotonic():  # within its share
-                if self.over_budget():
-                    self.breakers.release()  # a probe it held says nothing of the CLI
+                if self.budget_stops_retry():
                     return None
                 self.log.write("decision", agent=name, action="retry", delay_s=0, reason=other.text())
                 self.models[name], model_retried = other, True
@@ -233,8 +237,7 @@ class Chain:
             self.log.write(
                 "decision", agent=name, action=step.action, delay_s=round(step.delay, 2), reason=step.reason
             )
-            if step.action == "retry" and self.over_budget():
-                self.breakers.release()  # a probe it held says nothing of the CLI
+            if step.action == "retry" and self.budget_stops_retry():
                 return None
             if step.action != "retry":
                 # One breaker failure per run that gave up on this CLI (not per attempt).
@@ -255,6 +258,14 @@ class Chain:
             F.BUDGET, f"the run's budget is spent ({self.spent}); no more attempts", False, None
         )
         self.log.write("decision", action="stop", reason=f"budget spent: {self.spent}")
+        return True
+
+    def budget_stops_retry(self) -> bool:
+        """Whether the run's budget forbids retrying this CLI; if so, a probe of its breaker it
+        held is freed, not counted (the budget says nothing of the CLI)."""
+        if not self.over_budget():
+            return False
+        self.breakers.release()
         return True
 
     def fresh_session_id(self, headless: Headless) -> str:
@@ -347,18 +358,23 @@ class Chain:
     def record_outcome(self, agent: str, outcome: Outcome) -> None:
         self.tokens = self.tokens + outcome.summary.tokens
         if self.budget.max_cost is not None:
-            model = (
-                outcome.summary.model or (self.models[agent].model if agent in self.models else None) or ""
-            )
+            model = outcome.summary.model or self.model_of(agent)
             cost, unpriced = attempt_cost(outcome.summary.tokens, model, self.prices)
             if cost is not None:
                 self.cost = (self.cost or 0.0) + cost
             for name in unpriced:
-                self.warnings.append(
+                note = (
                     f"the price table has no price for {name}: charged at its highest prices for --max-cost"
                 )
+                if note not in self.warnings:  # once, however many attempts it ran
+                    self.warnings.append(note)
         self.last = (agent, outcome.summary)
         self.last_stderr = self.redact(outcome.stderr)
+
+    def model_of(self, agent: str) -> str:
+        """The model ``agent`` was last started with ("" for its own default, or not started)."""
+        found = self.models.get(agent)
+        return (found.model if found else None) or ""
 
     def envelope(self, error_type: F.ErrorType | None, error: str, recoverable: bool) -> dict[str, Any]:
         agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
@@ -368,7 +384,7 @@ class Chain:
             "ok": error_type is None,
             "response": summary.response if error_type is None else "",
             "agent": agent,
-            "model": summary.model or (self.models[agent].model if agent in self.models else None) or "",
+            "model": summary.model or self.model_of(agent),
             "model_resolution": self.models[agent].text() if agent in self.models else None,
             "session_id": summary.session_id or (last.session_id if last else ""),
             "parent_id": None,
@@ -413,7 +429,3 @@ def _sleep(seconds: float) -> None:
         time.sleep(max(0.0, seconds))
     except KeyboardInterrupt:
         raise Interrupted("interrupted") from None
-
-
-def ms(seconds: float) -> int:
-    return int(round(seconds * 1000))

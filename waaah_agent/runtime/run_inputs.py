@@ -26,10 +26,11 @@ from waaah_agent.runtime.run_io import (
     RunOptions,
     decoded,
     input_envelope,
+    ms,
     read_prompt,
     refuse_nul,
 )
-from waaah_agent.runtime.safe_read import read_capped, read_head
+from waaah_agent.runtime.safe_read import read_capped, read_head, why
 
 
 @dataclass
@@ -94,8 +95,7 @@ def read_agent_file(path: Path) -> R.AgentFile:
     try:
         data = read_capped(path, R.AGENT_FILE_CAP)
     except OSError as err:
-        reason = getattr(err, "reason", None) or err.strerror or str(err)
-        raise UsageError(f"cannot read the agent file {path}: {reason}") from None
+        raise UsageError(f"cannot read the agent file {path}: {why(err)}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -120,8 +120,7 @@ def read_context(
         try:
             is_dir = inputs.context_dir.is_dir()
         except (OSError, ValueError) as err:  # a name too long
-            why = (err.strerror if isinstance(err, OSError) else None) or str(err)
-            raise UsageError(f"--context-dir cannot be used ({why})") from None
+            raise UsageError(f"--context-dir cannot be used ({why(err)})") from None
         if not is_dir:
             raise UsageError(f"--context-dir {inputs.context_dir} is not a folder")
         path = inputs.context_dir / "CONTEXT.md"
@@ -141,8 +140,7 @@ def read_context(
     try:
         data, size = read_head(path, read_cap)
     except OSError as err:
-        reason = getattr(err, "reason", None) or err.strerror or str(err)
-        raise UsageError(f"cannot read the context file {path}: {reason}") from None
+        raise UsageError(f"cannot read the context file {path}: {why(err)}") from None
     source = f"the context file {path}"
     text = decoded(data, source, warnings) if size <= read_cap else data.decode("utf-8", "replace")
     refuse_nul(text[:cap], source)  # what is past the cap is not sent
@@ -210,7 +208,7 @@ def with_skill(
 def refuse(bad: Exception, opts: RunOptions, out: IO[str], err: IO[str], started: float) -> int:
     """A run refused before any CLI started: the invalid_input envelope (json format) and one line."""
     envelope = input_envelope(str(bad), opts.agent or "", opts.model)
-    envelope["duration_ms"] = int(round((time.monotonic() - started) * 1000))
+    envelope["duration_ms"] = ms(time.monotonic() - started)
     shown = json.dumps(envelope, ensure_ascii=False) if opts.stream else present.json_text(envelope)
     out.write(shown + "\n" if opts.format == "json" else "")  # --stream: one line, as its others
     out.flush()

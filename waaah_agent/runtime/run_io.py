@@ -49,6 +49,11 @@ class RunOptions:
     stream: bool = False  # --stream: JSON lines as the run goes (runtime/run_stream.py)
 
 
+def ms(seconds: float) -> int:
+    """Seconds as whole milliseconds, as the envelope gives durations."""
+    return int(round(seconds * 1000))
+
+
 class InvalidPrompt(UsageError):
     """A prompt no CLI can be given (a NUL byte, too big): an ``invalid_input`` envelope."""
 

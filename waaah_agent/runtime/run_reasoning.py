@@ -15,7 +15,7 @@ from waaah_agent.core.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime import runlog
 from waaah_agent.runtime.safe_read import read_tail
-from waaah_agent.runtime.workspace import git_root
+from waaah_agent.runtime.workspace import workspace_root
 
 #: At most this much of the end of a CLI's session file is read for the last turn's reasoning.
 SESSION_FILE_CAP = 4 * 1024 * 1024
@@ -119,7 +119,7 @@ def fallback(workspace: Path, session: str, env: Mapping[str, str]) -> dict[str,
     run = runlog.find_run(workspace, session)
     if run is None:
         raise SessionNotFound(
-            f"unknown session id '{session}': no run with that id in {workspace / '.waaah' / 'runs'} "
+            f"unknown session id '{session}': no run with that id in {runlog.runs_root(workspace)} "
             "(see: waaah sessions)"
         )
     ends = [
@@ -177,13 +177,6 @@ def main(
         raise UsageError("--reasoning-fallback reads a run's log: give its id with --session ID")
     if prompt is not None:
         raise UsageError("--reasoning-fallback takes no prompt: it reads the log of --session, never the CLI")
-    try:
-        cwd = (workspace or Path.cwd()).resolve()
-    except OSError as gone:
-        raise UsageError(
-            f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
-        ) from None
-    root = git_root(cwd) or cwd
-    out.write(present.json_text(fallback(root, session, env)) + "\n")
+    out.write(present.json_text(fallback(workspace_root(workspace), session, env)) + "\n")
     out.flush()
     return 0

@@ -34,6 +34,13 @@ class UnsafeFile(OSError):
         return f"{self.filename}: {self.reason}"
 
 
+def why(err: BaseException) -> str:
+    """What went wrong with a path, in a few words: an :class:`UnsafeFile`'s reason, an
+    ``OSError``'s strerror ("No such file or directory"), else the error's text (a ValueError
+    of a NUL byte in a name)."""
+    return str(getattr(err, "reason", None) or getattr(err, "strerror", None) or err)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"

@@ -6,8 +6,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from waaah_agent.errors import WorkflowNotFound
-from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text
+from waaah_agent.core.run_inputs import split_front_matter
+from waaah_agent.errors import UsageError, WorkflowNotFound
+from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text, why
 
 BUNDLED = Path(__file__).resolve().parent.parent / "workflows"
 
@@ -18,6 +19,18 @@ def git_root(start: Path) -> Path | None:
         if (folder / ".git").exists():
             return folder
     return None
+
+
+def workspace_root(given: Path | None) -> Path:
+    """The workspace a command works in: the git root of ``given`` (default: the current folder),
+    else that folder itself. A current folder that was removed is a one-line UsageError."""
+    try:
+        start = (given or Path.cwd()).resolve()
+    except OSError as gone:
+        raise UsageError(
+            f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
+        ) from None
+    return git_root(start) or start
 
 
 def git_init(folder: Path) -> bool:
@@ -40,11 +53,7 @@ def workflow_name(raw: str) -> str:
 
 def strip_front_matter(text: str) -> str:
     """Drop a leading YAML front matter block (metadata for tools, not for the model)."""
-    if text.startswith("---\n"):
-        end = text.find("\n---", 4)
-        if end >= 0:
-            return text[end + 4 :].lstrip("\n")
-    return text
+    return split_front_matter(text)[1]
 
 
 def read_workflow(path: Path) -> str:
@@ -52,10 +61,10 @@ def read_workflow(path: Path) -> str:
     try:
         return read_text(path, WORKFLOW_CAP)
     except UnicodeDecodeError as err:
-        why = f"it is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+        reason = f"it is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
     except OSError as err:
-        why = str(getattr(err, "reason", "") or err.strerror or err)
-    raise WorkflowNotFound(f"workflow file {path} cannot be used: {why}; fix it or remove it")
+        reason = why(err)
+    raise WorkflowNotFound(f"workflow file {path} cannot be used: {reason}; fix it or remove it")
 
 
 def find_workflow(raw: str, workspace: Path, bundled: Path = BUNDLED) -> Workflow:
