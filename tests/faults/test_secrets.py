@@ -167,6 +167,9 @@ def test_a_failing_run_s_key_is_in_no_log_breaker_or_saved_response(workspace, h
         done = run_waaah("run", "hi", "--agent", "claude", "--format", "llm", cwd=workspace, env=env)
         assert_no_traceback(done.stdout, done.stderr)
         assert "sk-ant-api03-" + "Z" * 30 not in done.stdout + done.stderr
+    streamed = run_waaah("run", "hi", "--agent", "claude", "--stream", cwd=workspace, env=env)
+    assert_no_traceback(streamed.stdout, streamed.stderr)
+    assert streamed.stdout.count("\n") >= 2 and "Z" * 30 not in streamed.stdout + streamed.stderr
     written = [*our_files(workspace), *[p for p in state_home.rglob("*") if p.is_file()]]
     assert any(p.name == "claude.json" and p.parent.name == "breakers" for p in written)
     for path in written:

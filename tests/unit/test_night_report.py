@@ -106,3 +106,14 @@ def test_totals_written_without_models_are_charged_at_the_highest_prices_and_sai
         [("old", events, None)], parse('["a"]\ninput = 1.0\noutput = 2.0\n["b"]\ninput = 3.0\noutput = 4.0\n')
     )
     assert night.costs == [(10, 8.0)] and night.unpriced == ["(unknown model)"]
+
+
+def test_odd_per_model_counts_in_tokens_events_never_break_the_report():
+    prices = parse('["m"]\ninput = 1.0\noutput = 1.0\n')
+    for models in ("x", [1], {"m": "x"}, {"m": {"input": "lots", "output": None}}, {"m": {"input": 1e30}}):
+        events = [
+            {"event": "start", "t": 0},
+            {"event": "tokens", "input": 10, "output": 2, "models": models, "t": 5},
+        ]
+        night = read_night([("s", events, None)], prices)
+        assert night.tokens == [(5, 10, 2)] and len(night.costs) == 1 and night.costs[0][1] >= 0

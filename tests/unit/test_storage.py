@@ -225,3 +225,13 @@ def test_git_root(tmp_path):
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     (tmp_path / "repo" / "a" / "b").mkdir(parents=True)
     assert git_root(tmp_path / "repo" / "a" / "b") == tmp_path / "repo"
+
+
+def test_damaged_per_model_token_counts_are_dropped_not_fatal():
+    """session.json's token_models is read again from the transcripts: a damaged one (a hand, a
+    disk) is left out and the session loads."""
+    for damaged in ("x", {"a.jsonl": "x"}, {"a.jsonl": {"m": {"input": "lots"}}}, {"a.jsonl": {"m": [1]}}):
+        data = {**make_state().to_json(), "token_models": damaged}
+        assert SessionState.from_json(data).token_models == {}
+    good = {"a.jsonl": {"gemini-2.5-pro": {"input": 5, "output": 1, "cached": 0}}}
+    assert SessionState.from_json({**make_state().to_json(), "token_models": good}).token_models == good
