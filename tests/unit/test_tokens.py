@@ -186,3 +186,39 @@ def test_gemini_0_34_session_document_totals() -> None:
     assert gemini_usage(lines(document)) == EXPECTED
     assert gemini_usage(document.read_text(encoding="utf-8").splitlines(keepends=True)) == EXPECTED
     assert gemini_usage(lines(document)[:-3]) == Usage()  # cut short: no numbers, no error
+
+
+def test_gemini_s_transcript_is_the_session_s_first_file_not_the_stub_of_a_later_start() -> None:
+    """Every start of gemini (a resume too) opens a header-only file named for its minute; the
+    resume goes on in the first one (an old .json carried on as .jsonl beside it). Its backups and
+    temporary files, and other sessions' files, are never the transcript."""
+    from waaah_agent.adapters.gemini import pick_transcript
+
+    sid = "73cb8297-1111-4222-8333-444455556666"
+    names = [
+        "session-2026-11-25T20-49-73cb8297.jsonl",  # the resume's stub
+        "session-2026-11-25T20-48-73cb8297.json",  # 0.34's document
+        "session-2026-11-25T20-48-73cb8297.jsonl",  # ... carried on by a later release
+        "session-2026-11-25T20-47-73cb8297.jsonl.unreadable-1764103000000",
+        "session-2026-11-25T20-47-73cb8297.jsonl.tmp-4242",
+        "session-2026-11-25T20-40-0000aaaa.jsonl",  # another session
+    ]
+    assert pick_transcript(names, sid) == "session-2026-11-25T20-48-73cb8297.jsonl"
+    assert pick_transcript(names[:2], sid) == "session-2026-11-25T20-48-73cb8297.json"
+    assert pick_transcript(names[3:5], sid) is None
+    assert pick_transcript([], sid) is None
+
+
+def test_a_gemini_json_conversation_carried_on_as_jsonl_counts_once() -> None:
+    """Resumed by a later gemini, a 0.34 ``.json`` conversation goes on whole in a ``.jsonl``
+    file beside it: the new file's totals replace the old one's (per model too), never add."""
+    from waaah_agent.core.tokens import file_totals, model_totals, record_file, record_models
+
+    old = "/h/.gemini/tmp/p/chats/session-2026-11-25T20-48-73cb8297.json"
+    files = record_file({"/other.jsonl": {"input": 1, "output": 1, "cached": 0}}, old, Usage(100, 10, 0))
+    files = record_file(files, old + "l", Usage(150, 15, 0))
+    assert file_totals(files) == {"input": 151, "output": 16, "cached": 0}
+    assert set(files) == {"/other.jsonl", old + "l"}
+    models = record_models({}, old, {"g": {"input": 100, "output": 10, "cached": 0}})
+    models = record_models(models, old + "l", {"g": {"input": 150, "output": 15, "cached": 0}})
+    assert model_totals(models) == {"g": {"input": 150, "output": 15, "cached": 0}}

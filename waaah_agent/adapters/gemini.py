@@ -17,14 +17,31 @@ from waaah_agent.errors import UsageError
 from waaah_agent.runtime.cli_home import PerRunHome
 from waaah_agent.runtime.mcp_setup import Persistent, read_json
 
+_SESSION_FILE = re.compile(r"session-(\d{4}-\d\d-\d\dT\d\d-\d\d)-([0-9a-f]{8})\.(jsonl?)")
+
+
+def pick_transcript(names: list[str], session_id: str) -> str | None:
+    """Which of gemini's session files holds ``session_id``'s conversation. Every start of
+    gemini, ``--resume`` too, first opens a file named for the minute it starts, with only a
+    header; a resume then goes on in the session's first file (an old ``.json`` one is carried
+    on as ``.jsonl`` beside it). So: the earliest minute, ``.jsonl`` before ``.json``; its own
+    backups (``.unreadable-*``) and temporary files (``.tmp-*``) are never it."""
+    found = []
+    for name in names:
+        match = _SESSION_FILE.fullmatch(name)
+        if match and match.group(2) == session_id[:8].lower():
+            found.append((match.group(1), match.group(3) != "jsonl", name))
+    return min(found)[2] if found else None
+
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
     """gemini keeps ``~/.gemini/tmp/<project>/chats/session-<date>-<id8>.jsonl``."""
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
-    chats = home / ".gemini" / "tmp"
-    for path in chats.glob(f"*/chats/session-*-{session_id[:8]}*.json*"):
-        return path
-    return None
+    by_name = {
+        p.name: p for p in (home / ".gemini" / "tmp").glob(f"*/chats/session-*-{session_id[:8]}*.json*")
+    }
+    name = pick_transcript(list(by_name), session_id)
+    return by_name[name] if name else None
 
 
 _SESSION_HEAD = re.compile(r'"sessionId"\s*:\s*"([0-9a-f-]{8,64})"[^}]*?"projectHash"\s*:\s*"([0-9a-f]{64})"')

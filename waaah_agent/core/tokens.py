@@ -233,9 +233,11 @@ def record_file(files: Mapping[str, Mapping[str, int]], path: str, usage: Usage)
     resumed conversation to the file it was in (the same path, read again: replaced, never
     added), while a fresh start after a run that wrote nothing, or a CLI that starts a new file,
     brings a new path, which adds. A count never goes down: tokens a file no longer shows (a
-    rewritten or vanished file) were spent all the same."""
+    rewritten or vanished file) were spent all the same. A later gemini carries a conversation
+    of 0.34's ``.json`` kind on in a ``.jsonl`` file beside it, whole: that one replaces it."""
     out = {name: dict(counts) for name, counts in files.items()}
-    earlier = out.get(path, {})
+    earlier = out.pop(path[:-1], {}) if path.endswith(".jsonl") else {}
+    earlier = out.get(path, earlier)
     out[path] = {k: max(int(earlier.get(k, 0)), v) for k, v in usage_dict(usage).items()}
     return out
 
@@ -255,7 +257,8 @@ def record_models(
     """``files`` (a session's totals per transcript file and model) with ``path`` read again;
     as for :func:`record_file`, a count never goes down."""
     out = {name: {m: dict(c) for m, c in models.items()} for name, models in files.items()}
-    earlier = out.get(path, {})
+    earlier = out.pop(path[:-1], {}) if path.endswith(".jsonl") else {}
+    earlier = out.get(path, earlier)
     for model, counts in by_model.items():
         before = earlier.get(model, {})
         earlier[model] = {
