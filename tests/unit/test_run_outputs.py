@@ -66,7 +66,7 @@ def test_no_tool_no_metadata(cli: str) -> None:
 @pytest.mark.parametrize(
     ("cli", "name", "kind"),
     [
-        ("gemini", "mcp_waaah_wait_for_prompt", "other"),
+        ("gemini", "waaah.wait_for_prompt", "other"),
         ("claude", "waaah.wait_for_prompt", "other"),
         ("codex", "command_execution", "shell"),
         ("opencode", "bash", "shell"),
@@ -102,6 +102,10 @@ def test_tool_classes_and_activity_classes() -> None:
     assert outputs.tool_class("mcp__fs__write_file") == "write"
     assert outputs.compact_tool_name("mcp__github__create_issue") == "github.create_issue"
     assert outputs.compact_tool_name("read_file") == "read_file"
+    # gemini's own names, read as gemini reads them back (the server up to the first "_").
+    assert outputs.compact_tool_name("mcp_github_create_issue") == "github.create_issue"
+    assert outputs.tool_class("mcp_fs_write_file") == "write"
+    assert outputs.compact_tool_name("mcp_tool") == "mcp_tool"
 
 
 def test_reasoning_is_collapsed_and_capped() -> None:

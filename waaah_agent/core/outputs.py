@@ -33,6 +33,9 @@ _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 _MCP_NAME = re.compile(r"^mcp__(.+?)__(.+)$")
+# gemini names an MCP tool ``mcp_<server>_<tool>`` and reads a name back the same way: the
+# server up to the first ``_`` (its own parseMcpToolName).
+_GEMINI_MCP_NAME = re.compile(r"^mcp_([^_]+)_(.+)$")
 _FENCE = re.compile(r"\A```[^\n`]*\n(.*?)\n?```\Z", re.DOTALL)
 
 
@@ -52,8 +55,9 @@ def tokens_used(tokens: Tokens) -> dict[str, Any]:
 
 
 def compact_tool_name(name: str) -> str:
-    """``mcp__ns__tool`` -> ``ns.tool``; other names as they are."""
-    found = _MCP_NAME.match(name)
+    """``mcp__ns__tool`` (claude, codex) and ``mcp_ns_tool`` (gemini) -> ``ns.tool``; other
+    names as they are."""
+    found = _MCP_NAME.match(name) or _GEMINI_MCP_NAME.match(name)
     return f"{found.group(1)}.{found.group(2)}" if found else name
 
 
