@@ -94,7 +94,7 @@ def run(
         typer.Option(
             "--list",
             help="Print the tree of runs and sessions instead of running (the argument, if any, is "
-            "the id of the one tree to show). Example: waaah run --list <id> --paths",
+            "the id of the one tree to show; --format json: as JSON). Example: waaah run --list <id> --paths",
         ),
     ] = False,
     paths: Annotated[
@@ -238,7 +238,9 @@ def run(
     if paths and not list_runs:
         raise typer.BadParameter("only with --list (waaah run --list [ID] --paths)", param_hint="'--paths'")
     if list_runs:
-        _exit(lambda: _list(prompt, workspace, paths))
+        # json is the envelope's default format: the tree is text unless --format json is given.
+        source = getattr(ctx.get_parameter_source("fmt"), "name", "")
+        _exit(lambda: _list(prompt, workspace, paths, fmt == "json" and source == "COMMANDLINE"))
     # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
     routed = role and not session and (agent is None or _from_env(ctx, "agent"))
     env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
@@ -285,9 +287,9 @@ def run(
     _exit(go)
 
 
-def _list(wanted: str | None, workspace: Path | None, paths: bool) -> int:
+def _list(wanted: str | None, workspace: Path | None, paths: bool, as_json: bool) -> int:
     from waaah_agent.runtime import run_trees
     from waaah_agent.runtime.workspace import workspace_root
 
-    print(_masked(run_trees.list_text(workspace_root(workspace), wanted, paths)))
+    print(_masked(run_trees.list_text(workspace_root(workspace), wanted, paths, as_json)))
     return 0

@@ -191,6 +191,16 @@ def test_the_log_dir_variable_is_where_runs_are_found(ws: Path, tmp_path: Path) 
     done = waaah(ws, "run", "--list", "--paths", WAAAH_LOG_DIR=str(elsewhere))
     assert done.returncode == 0, done.stderr
     assert f"log: {elsewhere / DAY / 'grandkid.jsonl'}" in done.stdout
+    # --format json: the same tree as JSON, each run with its log path.
+    done = waaah(ws, "run", "--list", "kid", "--paths", "--format", "json", WAAAH_LOG_DIR=str(elsewhere))
+    assert done.returncode == 0, done.stderr
+    (kid,) = json.loads(done.stdout)
+    assert (kid["id"], kid["kind"], kid["log"]) == ("kid", "run", str(elsewhere / DAY / "kid.jsonl"))
+    assert [(c["id"], c["log"]) for c in kid["children"]] == [
+        ("grandkid", str(elsewhere / DAY / "grandkid.jsonl"))
+    ]
+    plain = waaah(ws, "run", "--list", "kid", "--format", "json", WAAAH_LOG_DIR=str(elsewhere))
+    assert "log" not in json.loads(plain.stdout)[0]
     sessions = waaah(ws, "sessions", "--json", WAAAH_LOG_DIR=str(elsewhere))
     assert [n["id"] for n in json.loads(sessions.stdout)][-1] == "other"
     # A relative value is taken from the workspace root.

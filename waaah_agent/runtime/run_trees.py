@@ -9,6 +9,7 @@ are skipped or read no further) and the folder the variable names.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from dataclasses import dataclass, replace
@@ -84,9 +85,29 @@ def _find(roots: list[runlog.Node], wanted: str) -> runlog.Node | None:
     return None
 
 
-def list_text(workspace: Path, wanted: str | None, paths: bool) -> str:
+def list_text(workspace: Path, wanted: str | None, paths: bool, as_json: bool = False) -> str:
     """The tree `waaah sessions` shows, or only the tree of ``wanted``; with ``paths``, each run's
-    log path under it."""
+    log path under it. ``as_json``: the trees as `waaah sessions --json` prints them, each run
+    with its ``log`` path when ``paths``."""
+    roots = _listed(workspace, wanted)
+    if as_json:
+
+        def shown(node: runlog.Node) -> dict[str, object]:
+            out = node.to_json()
+            if paths and node.kind == "run":
+                out["log"] = str(log_path(workspace, node))
+            out["children"] = [shown(c) for c in node.children]
+            return out
+
+        return json.dumps([shown(r) for r in roots], indent=2)
+
+    def path_line(node: runlog.Node) -> str:
+        return f"log: {log_path(workspace, node)}" if node.kind == "run" else ""
+
+    return runlog.render_tree(roots, path_line if paths else None)
+
+
+def _listed(workspace: Path, wanted: str | None) -> list[runlog.Node]:
     check_log_dir(workspace, write=False)
     roots = runlog.tree(workspace)
     if wanted:
@@ -97,11 +118,7 @@ def list_text(workspace: Path, wanted: str | None, paths: bool) -> str:
                 f"(runs in {runlog.runs_root(workspace)}; see: waaah run --list)"
             )
         roots = [node]
-
-    def path_line(node: runlog.Node) -> str:
-        return f"log: {log_path(workspace, node)}" if node.kind == "run" else ""
-
-    return runlog.render_tree(roots, path_line if paths else None)
+    return roots
 
 
 # --------------------------------------------------------------------------------------------
