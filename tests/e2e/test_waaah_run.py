@@ -231,7 +231,9 @@ def test_the_time_budget_ends_a_cli_that_keeps_retrying(tmp_path: Path) -> None:
         took = time.monotonic() - started
         assert code == 12 and out["error_type"] == "timeout" and out["recoverable"] is True, err
         assert out["exit_code"] == 12 and out["ok"] is False and out["response"] == ""
-        assert took < 8 + 8  # the budget, plus the CLI's start-up and the kill grace
+        # The budget, plus the CLI's start-up and the kill grace, on a loaded machine (left to
+        # itself, gemini's retries of a 503 go on for minutes).
+        assert took < 8 + 20, took
         assert len(fake.main_requests()) >= 1
 
 
