@@ -43,6 +43,8 @@ def install(
         if start not in adapters.names():
             raise UsageError(f"--start {start!r}: choose one of {', '.join(adapters.names())}")
         folder = (workspace or Path.cwd()).resolve()
+        if not folder.is_dir():
+            raise UsageError(f"--workspace {workspace}: no such folder (the service runs the agent there)")
         folder = git_root(folder) or folder
         extra = tuple(x for url in notify or [] for x in ("--notify", url))
         unit = Service(

@@ -5,8 +5,10 @@ runs, the unit is enabled and started through it."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import signal
 import subprocess
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,16 @@ def test_the_unit_runs_the_resuming_supervisor_with_every_argument_quoted():
         "/usr/bin:/bin",
         ("--notify", "json://h/100%$x"),
     )
-    unit = systemd_unit(s)
+    unit = systemd_unit(Service(*astuple(s)[:5], "/usr/bin:/opt/$x%y", s.extra))
     (exec_line,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
     assert exec_line == (
         'ExecStart="/opt/w a/waaah" "agent" "--start=gemini" "--as=waaah-orc" "--workspace" '
         '"/home/me/my repo" "--resume-or-start" "--notify" "json://h/100%%$$x"'
     )
-    assert 'WorkingDirectory="/home/me/my repo"' in unit and "Restart=on-failure" in unit
+    # WorkingDirectory= is taken as it stands (a quoted path is "not absolute"); "$" is special
+    # in ExecStart= only.
+    assert "\nWorkingDirectory=/home/me/my repo\n" in unit and "Restart=on-failure" in unit
+    assert '\nEnvironment="PATH=/usr/bin:/opt/$x%%y"\n' in unit
     assert "WantedBy=default.target" in unit and unit.startswith("# Written by `waaah service install`")
     plist = launchd_plist(s, Path("/home/me/my repo/.waaah/logs"))
     assert "<string>--resume-or-start</string>" in plist and "<string>json://h/100%$x</string>" in plist
@@ -59,6 +64,11 @@ def test_install_writes_the_unit_and_its_command_starts_then_resumes_the_session
     name = service_name("simulated", "waaah-orc", workspace)
     unit = tmp_path / "config" / "systemd" / "user" / f"{name}.service"
     assert f"wrote {unit}" in done.stdout
+    if shutil.which("systemd-analyze"):  # systemd's own reading of the unit: no fatal setting
+        checked = subprocess.run(
+            ["systemd-analyze", "verify", "--system", str(unit)], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stderr
     argv = exec_argv(unit)
     assert Path(argv[0]).name == "waaah" and argv[1:4] == ["agent", "--start=simulated", "--as=waaah-orc"]
     for boot in (1, 2):  # the first start, then the one after a "reboot"
@@ -71,6 +81,10 @@ def test_install_writes_the_unit_and_its_command_starts_then_resumes_the_session
             assert proc.wait(timeout=30) == 0
     starts = [e for e in events(workspace) if e["event"] == "start"]
     assert len(session_dirs(workspace)) == 1 and [s["resumed"] for s in starts] == [False, True]
+    missing = subprocess.run([WAAAH, "service", "install", "--start=simulated", "--workspace", str(tmp_path / "nope")],
+                             cwd=workspace, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert missing.returncode == 2 and "nope: no such folder" in missing.stderr, missing.stderr
+    assert not list(unit.parent.glob("*nope*"))
     foreign = unit.with_name("waaah-foreign.service")
     foreign.write_text("[Unit]\n")
     refused = subprocess.run([WAAAH, "service", "install", "--start=simulated", "--name", "waaah-foreign"],

@@ -44,9 +44,17 @@ def service_name(agent: str, workflow: str, workspace: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", raw)[:120]
 
 
-def _systemd_quote(arg: str) -> str:
-    """One argument of ExecStart=: double-quoted, with systemd's specifiers and escapes doubled."""
-    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") + '"'
+def _systemd_quote(arg: str, expands_variables: bool = True) -> str:
+    """One argument of ExecStart= (or the value of Environment=, where "$" is not special):
+    double-quoted, with systemd's specifiers and escapes doubled."""
+    quoted = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return '"' + (quoted.replace("$", "$$") if expands_variables else quoted) + '"'
+
+
+def _systemd_path(path: Path) -> str:
+    """A path setting such as WorkingDirectory=: taken as it stands (systemd unquotes none, so a
+    quoted path is "not absolute" and the unit would not start), with its specifiers doubled."""
+    return str(path).replace("%", "%%")
 
 
 def systemd_unit(s: Service) -> str:
@@ -59,8 +67,8 @@ Wants=network-online.target
 
 [Service]
 Type=simple
-WorkingDirectory={_systemd_quote(str(s.workspace))}
-Environment={_systemd_quote("PATH=" + s.path)}
+WorkingDirectory={_systemd_path(s.workspace)}
+Environment={_systemd_quote("PATH=" + s.path, expands_variables=False)}
 ExecStart={command}
 Restart=on-failure
 RestartSec=30
