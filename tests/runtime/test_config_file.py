@@ -108,3 +108,36 @@ def test_a_cost_budget_needs_a_readable_price_table_said_in_one_line(workspace, 
     table.write_text('["*"]\ninput = 1.0\noutput = 2.0\n')
     shown = run(workspace, env, "config").stdout
     assert "max_cost" in shown and "prices" in shown
+
+
+def test_a_file_the_config_names_and_that_is_missing_is_said_to_come_from_the_config(workspace, fake_home):
+    """The user set no variable: the message names the config file's key, not WAAAH_PROVIDERS."""
+    path = config_at(
+        fake_home,
+        'providers = "~/gone/providers.yaml"\nroutes = "~/gone/routes.json"\nprices = "~/gone/prices.toml"\n',
+    )
+    env = sim_env(fake_home)
+    for args, key in (
+        (["run", "hi", "--dry-run"], "providers"),
+        (["route", "--role", "reviewer"], "routes"),
+        (["run", "hi", "--dry-run", "--max-cost", "1"], "prices"),
+    ):
+        done = run(workspace, env, *args)
+        assert done.returncode == 2, done.stderr
+        assert f"{key} in the config file {path} names {fake_home}/gone/" in done.stderr, done.stderr
+        assert "WAAAH_" not in done.stderr.split("names")[0] and len(done.stderr.strip().splitlines()) == 1
+    done = run(workspace, {**env, "WAAAH_PROVIDERS": "/gone.yaml"}, "run", "hi", "--dry-run")
+    assert "WAAAH_PROVIDERS names /gone.yaml, which does not exist" in done.stderr, done.stderr
+
+
+def test_the_price_table_entry_a_cost_budget_asks_for_is_valid_as_shown(workspace, fake_home):
+    env = sim_env(fake_home)
+    done = run(workspace, env, "run", "hi", "--agent", "gemini", "--dry-run", "--max-cost", "1")
+    assert done.returncode == 2 and "--max-cost needs the prices" in done.stderr, done.stderr
+    shown = done.stderr.split("e.g. ", 1)[1].split(") or name a file", 1)[0]
+    table = fake_home / ".config" / "waaah-agent" / "prices.toml"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(shown + "\n")  # pasted as the message shows it
+    done = run(workspace, env, "run", "hi", "--agent", "gemini", "--dry-run", "--max-cost", "1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["budget"]["max_cost"] == 1

@@ -161,3 +161,8 @@ def cost_of(usage_by_model: Mapping[str, Mapping[str, int]], prices: Prices) -> 
 def example() -> str:
     """The table's shape, for error messages and `waaah config --example`."""
     return '["gemini-2.5-pro"]\ninput = 1.25\ncached = 0.31\noutput = 10.0\n'
+
+
+def example_line() -> str:
+    """The same entry on one line (a TOML inline table), so a message shows it as it can be pasted."""
+    return '"gemini-2.5-pro" = {input = 1.25, cached = 0.31, output = 10.0}'

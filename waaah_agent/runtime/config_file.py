@@ -20,6 +20,8 @@ CONFIG_VAR = "WAAAH_CONFIG"
 CAP = 1024 * 1024
 #: The variables the config file set in this process (what `waaah config` calls "config file").
 FROM_CONFIG: dict[str, str] = {}
+#: The config file they came from.
+_SOURCE: list[Path] = []
 
 
 def path(env: MutableMapping[str, str]) -> Path:
@@ -53,6 +55,16 @@ def apply(env: MutableMapping[str, str]) -> None:
         if variable not in env:
             env[variable] = value
             FROM_CONFIG[variable] = value
+            _SOURCE[:] = [path(env)]
+
+
+def origin(variable: str) -> str:
+    """Where a variable's value came from, for a message: the variable itself, or the config
+    file's key that set it (``providers in the config file ~/.config/waaah-agent/config.toml``)."""
+    key = next((name for name, k in KEYS.items() if k.variable == variable), None)
+    if variable in FROM_CONFIG and _SOURCE and key is not None:
+        return f"{key} in the config file {_SOURCE[0]}"
+    return variable
 
 
 def shown(env: MutableMapping[str, str]) -> list[dict[str, str]]:

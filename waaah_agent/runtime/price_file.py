@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent import settings
-from waaah_agent.core.prices import PriceProblem, Prices, example, parse
+from waaah_agent.core.prices import PriceProblem, Prices, example_line, parse
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime import key_file
+from waaah_agent.runtime import config_file, key_file
 from waaah_agent.runtime.safe_read import read_capped, why
 
 CAP = 256 * 1024
@@ -35,7 +35,9 @@ def load(env: Mapping[str, str]) -> tuple[Prices, Path | None]:
         raw = read_capped(path, CAP)
     except FileNotFoundError:
         if named:
-            raise UsageError(f"{settings.PRICES} names {path}, which does not exist") from None
+            raise UsageError(
+                f"{config_file.origin(settings.PRICES)} names {path}, which does not exist"
+            ) from None
         return Prices({}), None
     except OSError as err:
         raise UsageError(f"the price table {path} cannot be read ({why(err)}); fix or move it") from None
@@ -54,7 +56,7 @@ def required(env: Mapping[str, str], option: str) -> Prices:
     prices, _ = load(env)
     if not prices:
         path, _ = where(env)
-        shape = example().replace("\n", " ").strip()
+        shape = example_line()
         raise UsageError(
             f"{option} needs the prices of the models, which no CLI writes down: put them in {path} "
             f"(US dollars per million tokens, e.g. {shape}) or name a file with {settings.PRICES}"

@@ -16,6 +16,7 @@ from waaah_agent import adapters
 from waaah_agent.core import models
 from waaah_agent.core.models import Providers
 from waaah_agent.errors import UsageError
+from waaah_agent.runtime import config_file
 from waaah_agent.runtime.safe_read import read_text, why
 
 #: The variable naming a providers file.
@@ -38,9 +39,11 @@ def files(env: Mapping[str, str], workspace: Path) -> list[tuple[Path, str]]:
         try:
             found = named.exists() or named.is_symlink()
         except (OSError, ValueError) as err:  # a name too long, a NUL byte
-            raise UsageError(f"{PROVIDERS} names a path that cannot be used ({why(err)})") from None
+            raise UsageError(
+                f"{config_file.origin(PROVIDERS)} names a path that cannot be used ({why(err)})"
+            ) from None
         if not found:
-            raise UsageError(f"{PROVIDERS} names {named}, which does not exist")
+            raise UsageError(f"{config_file.origin(PROVIDERS)} names {named}, which does not exist")
         out.append((named, str(named)))
     for relative in WORKSPACE_FILES:
         candidate = workspace / relative

@@ -19,7 +19,7 @@ from waaah_agent.core import routing
 from waaah_agent.core.breaker import Breaker
 from waaah_agent.core.routing import Availability, Route
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime import breakers, clis, quota
+from waaah_agent.runtime import breakers, clis, config_file, quota
 from waaah_agent.runtime.safe_read import read_text
 
 TABLE_CAP = 256 * 1024
@@ -36,7 +36,7 @@ def table_file(env: Mapping[str, str], workspace: Path) -> Path | None:
     if env.get(settings.ROUTES):
         named = Path(env[settings.ROUTES]).expanduser()
         if not named.exists():
-            raise UsageError(f"{settings.ROUTES} names {named}, which does not exist")
+            raise UsageError(f"{config_file.origin(settings.ROUTES)} names {named}, which does not exist")
         return named
     for candidate in (workspace / ".agent" / "routes.json", user_table()):
         if candidate.exists() or candidate.is_symlink():
