@@ -72,5 +72,16 @@ def test_an_unknown_notify_url_is_one_line_before_anything_starts(workspace, fak
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 2 and "nosuchscheme" in done.stderr
+    assert done.returncode == 2 and "does not know the URL scheme 'nosuchscheme'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not session_dirs(workspace)
+    for url, said in (
+        ("ntfys", "a value is not a URL (no scheme://)"),  # a known scheme without "://"
+        ("slack://", "apprise cannot use that slack:// URL"),  # a known scheme, its tokens missing
+    ):
+        done = subprocess.run([WAAAH, "agent", "--start=simulated", "--notify", url], cwd=workspace,
+                              env=sim_env(fake_home), capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+        assert done.returncode == 2 and said in done.stderr and "does not know" not in done.stderr, (
+            done.stderr
+        )
+        assert len(done.stderr.strip().splitlines()) == 1 and not session_dirs(workspace)

@@ -24,6 +24,17 @@ log = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0
 
 
+def _known_schemes() -> set[str]:
+    import apprise
+
+    known: set[str] = set()
+    for plugin in apprise.Apprise().details().get("schemas", []):
+        for key in ("protocols", "secure_protocols"):
+            given = plugin.get(key) or ()
+            known.update([given] if isinstance(given, str) else given)
+    return {scheme.lower() for scheme in known}
+
+
 def check_urls(urls: Sequence[str]) -> list[str]:
     """The URLs apprise can use; one line naming the first it cannot (its scheme) otherwise."""
     import apprise
@@ -37,7 +48,16 @@ def check_urls(urls: Sequence[str]) -> list[str]:
         quiet.setLevel(level)
     if unknown:
         url = unknown[0]
-        scheme = url.split("://", 1)[0] if "://" in url else url[:20]
+        if "://" not in url:  # the value itself may be a token: not shown
+            raise UsageError(
+                "--notify: a value is not a URL (no scheme://); give one such as ntfys://ntfy.sh/my-topic"
+            )
+        scheme = url.split("://", 1)[0]
+        if scheme.lower() in _known_schemes():
+            raise UsageError(
+                f"--notify: apprise cannot use that {scheme}:// URL (a part is missing or malformed); "
+                "see https://github.com/caronc/apprise/wiki"
+            )
         raise UsageError(
             f"--notify: apprise does not know the URL scheme {scheme!r}; see https://github.com/caronc/apprise/wiki"
         )
