@@ -3,6 +3,7 @@ ranges checked as the options are read, and `--version`. settings.py still resol
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -15,6 +16,9 @@ from waaah_agent import adapters
 FORMATS = ("json", "text", "llm")
 CLI_ARGS = "waaah.cli_args"  # ctx.meta key: what came after `--`
 RESUME_ID = "waaah.resume_id"  # ctx.meta key: the session `--resume ID` names
+# The parser's own exceptions (recent typer releases carry a copy of click of their own).
+_UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_NoSuchOption: Any = sys.modules[_UsageError.__module__].NoSuchOption
 
 
 class PassThrough(TyperCommand):
@@ -34,7 +38,25 @@ class PassThrough(TyperCommand):
             if at < len(args) and not args[at].startswith("-"):
                 ctx.meta[RESUME_ID] = args[at]
                 args = args[:at] + args[at + 1 :]
-        return list(super().parse_args(ctx, args))
+        try:
+            return list(super().parse_args(ctx, args))
+        except _NoSuchOption as err:
+            if err.option_name == "--json" and self._takes("fmt"):  # as `waaah sessions --json` is
+                raise _NoSuchOption(
+                    "--json", "No such option: --json (for JSON: --format json)", ctx=ctx
+                ) from None
+            raise
+        except _UsageError as err:
+            if err.message.startswith("Got unexpected extra argument") and self._takes("agent_file"):
+                raise _UsageError(
+                    f"{err.message}: the prompt is one argument (quote it), and an agent file goes with "
+                    "--agent-file FILE",
+                    ctx,
+                ) from None
+            raise
+
+    def _takes(self, name: str) -> bool:
+        return any(p.name == name for p in self.params)
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [*super().collect_usage_pieces(ctx), "[-- CLI_ARGS...]"]

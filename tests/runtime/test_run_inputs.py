@@ -52,6 +52,12 @@ def run(
             "No such option: --agnet (Possible options: --agent, --agent-file, --parent)",
         ),
         (("hi", "there"), "Got unexpected extra argument(s) (there)"),
+        (
+            ("reviewer.md", "Review x.py"),  # the positional agent file of older wrappers
+            "Got unexpected extra argument(s) (Review x.py): the prompt is one argument (quote it), "
+            "and an agent file goes with --agent-file FILE",
+        ),
+        (("--list", "--json"), "No such option: --json (for JSON: --format json)"),
     ],
 )
 def test_bad_arguments_are_usage_errors_before_anything_starts(
