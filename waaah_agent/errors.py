@@ -9,6 +9,7 @@ Every subclass carries the exit code the CLI maps it to; ``exit_codes()`` (what 
 from __future__ import annotations
 
 import errno
+import shlex
 from enum import IntEnum
 from pathlib import Path
 
@@ -91,16 +92,25 @@ def fix_for(err: OSError, path: Path) -> str:
         return f"a file is in the way of a folder: move it aside (mv {path} {path}.bak)"
     if code == errno.EISDIR:
         return f"a folder is in the way of a file: move it aside (mv {path} {path}.bak)"
+    if code == errno.ENOENT and not path.parent.exists():
+        return f"its folder does not exist: create it (mkdir -p {shlex.quote(str(path.parent))})"
     return "check the path and its permissions"
 
 
 def storage_error(err: OSError, path: Path, doing: str) -> StorageError:
     """One line for ``err`` while ``doing`` (e.g. "create the session folder") at ``path``."""
-    where = Path(err.filename) if isinstance(err.filename, str) else path
+    named = [Path(n) for n in (err.filename2, err.filename) if isinstance(n, str)]
+    # The file the user knows, never the temporary one an atomic write puts beside it.
+    where = next((n for n in named if not _temporary_of(n, path)), path)
     if err.errno in (errno.ENOTDIR, errno.EEXIST):
         where = _blocker(where)
     reason = err.strerror or str(err)
     return StorageError(f"cannot {doing} {where}: {reason}; {fix_for(err, where)}")
+
+
+def _temporary_of(name: Path, path: Path) -> bool:
+    """Whether ``name`` is the temporary file written beside ``path`` (``.<name>.<pid>.tmp``)."""
+    return name.parent == path.parent and name.name.startswith(f".{path.name}.") and name.suffix == ".tmp"
 
 
 def _blocker(path: Path) -> Path:

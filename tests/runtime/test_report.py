@@ -123,8 +123,21 @@ def test_no_session_bad_since_and_a_fifo_for_events(tmp_path, night):
     os.mkfifo(events)
     done = waaah(night, "report", timeout=20)
     assert done.returncode == 0 and "no events" in done.stdout and "note: skipped" in done.stdout
-    done = waaah(night, "report", "--html", str(tmp_path / "missing-dir" / "x.html"))
+    missing = tmp_path / "missing-dir"
+    done = waaah(night, "report", "--html", str(missing / "x.html"))
     assert done.returncode == 8 and "Traceback" not in done.stderr
+    # The page's own path and a fix that works as pasted, never the temporary file beside it.
+    assert done.stderr == (
+        f"waaah: cannot write {missing / 'x.html'}: No such file or directory; "
+        f"its folder does not exist: create it (mkdir -p {missing})\n"
+    )
+    subprocess.run(["sh", "-c", f"mkdir -p {missing}"], check=True)
+    assert waaah(night, "report", "--html", str(missing / "x.html")).returncode == 0
+    done = waaah(night, "report", "--html", str(missing))  # a folder: the page needs a file name
+    assert done.returncode == 2 and done.stderr == (
+        f"waaah: --html {missing} is a folder; give the page a file name: --html {missing / 'night.html'}\n"
+    )
+    assert ".tmp" not in done.stderr
 
 
 def test_a_broken_price_table_costs_the_report_only_its_cost_line(night, tmp_path):

@@ -147,6 +147,10 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
 
 def report(folder: Path, session: str | None, since: str | None, html: Path | None) -> str:
     """The terminal summary; with ``html``, the page written there too."""
+    if html is not None and html.is_dir():
+        raise UsageError(
+            f"--html {html} is a folder; give the page a file name: --html {html / 'night.html'}"
+        )
     chosen = choose(folder, session, since)
     try:  # costs over time when the user keeps a table; a broken one costs the report nothing else
         prices: Prices | None = price_file.load(os.environ)[0]
