@@ -265,3 +265,19 @@ def test_resume_of_an_unknown_run_is_a_clear_error(ws: Path) -> None:
     assert done.stdout == "" and not list(ws.glob(".waaah/runs/*/*.jsonl"))
     done = waaah(ws, "run", "hi", "--resume", "x", "--session", "y")
     assert done.returncode == 2 and "--session continues" in done.stderr
+
+
+def test_a_session_is_continued_by_its_own_cli_only(ws: Path) -> None:
+    """--session of a claude run with --agent gemini: said before any CLI starts (gemini would
+    only report an unknown session), and the run's log is left as it was."""
+    log = write_log(runs(ws), "c-run", ("plan it", ok("PLAN")), agent="claude")
+    before = log.read_text()
+    done = waaah(ws, "run", "go on", "--session", "c-run", "--agent", "gemini")
+    assert done.returncode == 7 and done.stdout == "", done.stderr
+    assert done.stderr == (
+        "waaah: --session c-run is a claude conversation, which gemini cannot continue: drop --agent "
+        "gemini, or give gemini that run as context with --resume c-run\n"
+    )
+    assert log.read_text() == before
+    resumed = waaah(ws, "run", "go on", "--resume", "c-run", "--agent", "gemini", "--dry-run")
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["agent"] == "gemini", resumed.stderr

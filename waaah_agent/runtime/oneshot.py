@@ -67,6 +67,12 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             f"unknown session id '{opts.session}': no run with that id in {runlog.runs_root(workspace)} "
             "(see: waaah sessions)"
         )
+    if resumed is not None and opts.agent and resumed.agent and opts.agent != resumed.agent:
+        raise SessionNotFound(  # the other CLI would only say it knows no such session
+            f"--session {opts.session} is a {resumed.agent} conversation, which {opts.agent} cannot "
+            f"continue: drop --agent {opts.agent}, or give {opts.agent} that run as context with "
+            f"--resume {opts.session}"
+        )
     routed, fallback, route_note = None, list(opts.fallback), None
     if opts.role and not opts.agent and resumed is None:  # --agent and --session win over --role
         routed, chain_rest, route_note = routes.for_run(
