@@ -89,6 +89,12 @@ def test_a_bad_default_agent_variable_is_named(ws: Path) -> None:
     ("args", "stdin", "code", "message"),
     [
         ((), "   \n", 2, "the prompt is empty"),
+        (  # the prompt put after `--`, where the CLI's own arguments go
+            ("--agent", "gemini", "--", "--yolo", "Fix the test"),
+            "",
+            2,
+            'the prompt is empty; what follows -- goes to the CLI as its arguments: give the prompt before it (waaah run "..." -- ARGS)',
+        ),
         (("hi", "--context", "missing.md"), "", 2, "cannot read the context file missing.md"),
         (("hi", "--session", "abc"), "", 7, "unknown session id 'abc'"),
         (("hi", "--parent", "abc"), "", 7, "unknown parent id 'abc'"),

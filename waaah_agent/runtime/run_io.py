@@ -66,7 +66,9 @@ def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
         # Python hands undecodable argv bytes over as surrogates: back to bytes, then decoded.
         data = opts.prompt.encode("utf-8", "surrogateescape")
     elif stdin.isatty():
-        raise UsageError('no prompt: give it as an argument (waaah run "...") or on stdin')
+        raise UsageError(
+            'no prompt: give it as an argument (waaah run "...") or on stdin' + _after_dashes(opts)
+        )
     else:
         source = "the prompt on stdin"
         raw = getattr(stdin, "buffer", None)
@@ -77,9 +79,16 @@ def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
         )
     prompt = decoded(data, source, warnings)
     if not prompt.strip():
-        raise UsageError("the prompt is empty")
+        raise UsageError("the prompt is empty" + ("" if opts.prompt else _after_dashes(opts)))
     refuse_nul(prompt, source)
     return prompt
+
+
+def _after_dashes(opts: RunOptions) -> str:
+    """A prompt put after `--` went to the CLI as an argument: said so when there is none before."""
+    if opts.extra_args:
+        return '; what follows -- goes to the CLI as its arguments: give the prompt before it (waaah run "..." -- ARGS)'
+    return ""
 
 
 def decoded(data: bytes, source: str, warnings: list[str]) -> str:
