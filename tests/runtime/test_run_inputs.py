@@ -125,3 +125,13 @@ def test_default_agent_comes_from_the_environment(ws: Path) -> None:
     env["XDG_STATE_HOME"] = str(ws.parent / "state")
     done = subprocess.run([WAAAH, "run", "hi"], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
     assert json.loads(done.stdout)["attempts"][0]["agent"] == "claude"
+
+
+def test_a_workspace_that_is_not_a_folder_is_refused_and_never_created(ws: Path) -> None:
+    (ws / "a-file").write_text("x")
+    for args in (("hi", "--agent", "claude"), ("--list",), ("--reasoning-fallback", "--session", "x")):
+        for given in ("typo-dir", "a-file"):
+            done = run(ws, *args, "--workspace", given)
+            assert done.returncode == 2 and done.stdout == "", done.stderr
+            assert done.stderr == f"waaah: --workspace {given} is not a folder\n"
+    assert not (ws / "typo-dir").exists()  # a typo never becomes a workspace with logs in it

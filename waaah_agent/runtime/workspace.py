@@ -23,13 +23,16 @@ def git_root(start: Path) -> Path | None:
 
 def workspace_root(given: Path | None) -> Path:
     """The workspace a command works in: the git root of ``given`` (default: the current folder),
-    else that folder itself. A current folder that was removed is a one-line UsageError."""
+    else that folder itself. A current folder that was removed, or a ``given`` one that is not a
+    folder (a typo: nothing is created there), is a one-line UsageError."""
     try:
         start = (given or Path.cwd()).resolve()
     except OSError as gone:
         raise UsageError(
             f"the current folder cannot be used ({gone.strerror}); give one with --workspace"
         ) from None
+    if given is not None and not start.is_dir():
+        raise UsageError(f"--workspace {given} is not a folder")
     return git_root(start) or start
 
 
