@@ -164,7 +164,10 @@ def test_a_usage_limit_shows_in_waaah_quota_and_in_the_route(tmp_path: Path) -> 
         found = json.loads(waaah(ws, env, "quota", "--json").stdout)
         assert found["claude"]["state"] == "limited" and found["claude"]["source"] == "waaah run"
         assert found["gemini"]["state"] == "ok"
-        assert waaah(ws, env, "quota").stdout.startswith("claude: LIMITED until unknown")
+        assumed = "(no reset time given: 30 minutes assumed)"
+        assert waaah(ws, env, "quota").stdout.startswith("claude: LIMITED until 20")
+        assert assumed in waaah(ws, env, "quota").stdout
         route = json.loads(waaah(ws, env, "route", "--role", "coordinator", "--json").stdout)
-        assert route["agent"] == "gemini" and "usage limit" in route["unavailable"]["claude"]
+        assert route["agent"] == "gemini" and "usage limit until 20" in route["unavailable"]["claude"]
+        assert assumed in route["unavailable"]["claude"]
         assert len(fake.main_requests()) == 1

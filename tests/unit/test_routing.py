@@ -97,6 +97,9 @@ def test_the_newest_limit_per_cli_and_whether_it_holds() -> None:
     assert "LIMITED until 2026-11-25T13:00:00+00:00" in Q.line("claude", claude)
     # no reset named: taken to hold 30 minutes from when it was seen
     assert Q.state(gem, NOW)["state"] == "limited" and Q.state(gem, NOW)["reset_at"] is None
+    assert Q.line("gemini", Q.state(gem, NOW)).startswith(
+        "gemini: LIMITED until 2026-11-25T12:20:00+00:00 (no reset time given: 30 minutes assumed)"
+    )
     assert Q.state(gem, NOW + timedelta(minutes=21))["state"] == "ok"
     assert Q.state(old, NOW)["state"] == "ok" and Q.state(None, NOW)["seen_at"] is None
     assert Q.line("codex", Q.state(None, NOW)) == "codex: ok (no usage limit seen)"

@@ -46,11 +46,20 @@ def state(limit: LimitSeen | None, now: datetime) -> dict[str, Any]:
     }
 
 
+def until(found: dict[str, Any]) -> str:
+    """When the limit of a :func:`state` ends: its reset time, else the one assumed for it."""
+    if found["reset_at"] or not found["seen_at"]:
+        return str(found["reset_at"] or "")
+    assumed = datetime.fromisoformat(found["seen_at"]) + UNKNOWN_RESET
+    minutes = int(UNKNOWN_RESET.total_seconds() // 60)
+    return f"{assumed.isoformat(timespec='seconds')} (no reset time given: {minutes} minutes assumed)"
+
+
 def line(agent: str, found: dict[str, Any]) -> str:
     """One line of `waaah quota`."""
     if found["seen_at"] is None:
         return f"{agent}: ok (no usage limit seen)"
-    reset = found["reset_at"] or "unknown (assumed 30 minutes)"
+    reset = until(found)
     if found["state"] == "limited":
         return f"{agent}: LIMITED until {reset} (seen {found['seen_at']} by {found['source']})"
     return f"{agent}: ok (last limit seen {found['seen_at']} by {found['source']}, reset {reset})"

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from waaah_agent import adapters, settings
+from waaah_agent.core import quota as quota_rules
 from waaah_agent.core import routing
 from waaah_agent.core.breaker import Breaker
 from waaah_agent.core.routing import Availability, Route
@@ -85,7 +86,7 @@ def availability(
             *(["no credentials"] if credentials == "missing" else []),
             *([breakers.breaker_line(name, breaker, now)] if not breaker.allows(now) else []),
             *(
-                [f"usage limit until {limits[name]['reset_at'] or 'unknown'}"]
+                [f"usage limit until {quota_rules.until(limits[name])}"]
                 if limits[name]["state"] == "limited"
                 else []
             ),
