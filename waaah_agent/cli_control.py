@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,6 +38,19 @@ def send(
     _exit(go)
 
 
+def _resume_command(state: Any) -> str:
+    """The command that carries the stopped session on, as it runs when pasted here: waaah by
+    its full path when it is not on PATH, and the workspace when it is not the current folder."""
+    import shlex
+
+    from waaah_agent.runtime.ending import waaah_command
+
+    parts = [waaah_command(), "agent", f"--start={state.agent}", "--resume", state.id]
+    if state.workspace and Path(state.workspace) != Path.cwd().resolve():
+        parts += ["--workspace", state.workspace]
+    return shlex.join(parts)
+
+
 def _command(name: str, said: str, session: str | None, workspace: Path | None) -> None:
     from waaah_agent.core.inbox_records import ControlCommand, ControlRecord
     from waaah_agent.runtime import control
@@ -52,9 +65,7 @@ def _command(name: str, said: str, session: str | None, workspace: Path | None) 
             return 0
         print(f"waaah: {state.id}: saving and stopping ...")
         if control.wait_until_stopped(folder, 60):
-            print(
-                f"waaah: {state.id} stopped; carry on with: waaah agent --start={state.agent} --resume {state.id}"
-            )
+            print(f"waaah: {state.id} stopped; carry on with: {_resume_command(state)}")
             return 0
         print(
             f"waaah: {state.id} has not stopped within 60 s; waaah status tells what it does", file=sys.stderr
