@@ -281,3 +281,20 @@ def test_a_session_is_continued_by_its_own_cli_only(ws: Path) -> None:
     assert log.read_text() == before
     resumed = waaah(ws, "run", "go on", "--resume", "c-run", "--agent", "gemini", "--dry-run")
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["agent"] == "gemini", resumed.stderr
+
+
+def test_session_of_a_supervised_session_says_how_to_carry_it_on(ws: Path) -> None:
+    """`waaah sessions` lists supervised sessions beside runs: --session with one of their ids is
+    not "unknown" but said to be one, with the commands that carry it on."""
+    from tests.doubles.scripted_night import SESSION, write_night
+
+    write_night(ws)
+    done = waaah(ws, "run", "go on", "--session", SESSION)
+    assert done.returncode == 7 and done.stdout == "", done.stderr
+    assert done.stderr == (
+        f"waaah: --session {SESSION} is a supervised session, not a run: carry it on with waaah agent "
+        f"--start=gemini --resume {SESSION}, or give it to a new run as context with --resume-tree {SESSION}\n"
+    )
+    assert not runs(ws).exists()
+    tree = waaah(ws, "run", "go on", "--resume-tree", SESSION, "--dry-run")
+    assert tree.returncode == 0, tree.stderr

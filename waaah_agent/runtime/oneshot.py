@@ -63,6 +63,15 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     prompt, task, context_source = prepared.prompt, prepared.task, prepared.context_source
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
+        supervised = next(
+            (n for n in runlog.nodes(workspace) if n.kind == "session" and n.id == opts.session), None
+        )
+        if supervised is not None:  # listed by `waaah sessions`, but not a conversation of waaah run
+            raise SessionNotFound(
+                f"--session {opts.session} is a supervised session, not a run: carry it on with "
+                f"waaah agent --start={supervised.agent} --resume {opts.session}, or give it to a new run "
+                f"as context with --resume-tree {opts.session}"
+            )
         raise SessionNotFound(
             f"unknown session id '{opts.session}': no run with that id in {runlog.runs_root(workspace)} "
             "(see: waaah sessions)"
