@@ -296,8 +296,25 @@ def test_ctrl_c_stops_the_cli_keeps_the_log_and_exits_130(cli: str, tmp_path: Pa
         assert proc.returncode == 130, err
         envelope = json.loads(out)
         assert envelope["error_type"] == "interrupted" and envelope["exit_code"] == 130
+        assert envelope["error"] == "Ctrl+C: the run and its CLI were stopped"
         log = records(envelope["log_path"])
         assert [r["record"] for r in log][0] == "start" and log[-1]["record"] == "end"
         assert any(r["record"] == "event" for r in log)  # what came before the stop is kept
         cli_pid = next(r["pid"] for r in log if r["record"] == "attempt_end")
         retry_until(lambda: not _alive(cli_pid), timeout=5)
+
+
+def test_sigterm_stops_the_run_and_says_so(tmp_path: Path) -> None:
+    ws = workspace_for(tmp_path)
+    with FakeModel(rules()) as fake:
+        env = both_env(tmp_path, ws, fake.url)
+        proc = subprocess.Popen([WAAAH, "run", "SLOW-MARKER take your time", "--agent", "claude"], cwd=ws,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        fake.wait_for_request(lambda r: "SLOW-MARKER" in r.get("prompt_text", ""), timeout=60)
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, err
+        envelope = json.loads(out)
+        assert envelope["error_type"] == "interrupted"
+        assert envelope["error"] == "SIGTERM: the run and its CLI were stopped", envelope["error"]
+        assert "waaah: interrupted: SIGTERM: the run and its CLI were stopped (log: " in err

@@ -164,7 +164,9 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             envelope = run.through(chain, prompt)
         except Interrupted:
             run.breakers.release()
-            envelope = run.envelope(F.INTERRUPTED, "interrupted (Ctrl+C): the CLI was stopped", True)
+            envelope = run.envelope(
+                F.INTERRUPTED, f"{_stopped_by[0]}: the run and its CLI were stopped", True
+            )
         envelope.update(
             parent_id=parent or None, log_path=str(log_path), duration_ms=ms(time.monotonic() - started)
         )
@@ -196,10 +198,15 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     return int(envelope["exit_code"])
 
 
+#: What interrupted the run, for its error: Ctrl+C unless a SIGTERM came.
+_stopped_by = ["Ctrl+C"]
+
+
 def interrupt_on_sigterm() -> None:
     """SIGTERM stops a run the way Ctrl+C does (the CLI's group is killed, the log kept)."""
 
     def handler(signum: int, frame: object) -> None:
+        _stopped_by[0] = "SIGTERM"
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
