@@ -281,6 +281,9 @@ def test_a_session_is_continued_by_its_own_cli_only(ws: Path) -> None:
     assert log.read_text() == before
     resumed = waaah(ws, "run", "go on", "--resume", "c-run", "--agent", "gemini", "--dry-run")
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["agent"] == "gemini", resumed.stderr
+    # A default CLI from the environment is no --agent: the session goes on in its own CLI.
+    done = waaah(ws, "run", "go on", "--session", "c-run", "--dry-run", WAAAH_DEFAULT_AGENT="gemini")
+    assert done.returncode == 0 and json.loads(done.stdout)["agent"] == "claude", done.stderr
 
 
 def test_session_of_a_supervised_session_says_how_to_carry_it_on(ws: Path) -> None:
