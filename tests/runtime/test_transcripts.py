@@ -7,7 +7,12 @@ import os
 import time
 from pathlib import Path
 
-from waaah_agent.runtime.transcripts import TRANSCRIPT_CAP, holds_prompt, markers
+import pytest
+
+from waaah_agent.core.tokens import gemini_counter, gemini_usage
+from waaah_agent.runtime.transcripts import TRANSCRIPT_CAP, holds_prompt, markers, usage_of
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "transcripts"
 
 PROMPT = "# The orchestrator\nRegister with the WAAAH server first.\nThen call wait_for_prompt forever and serve.\n"
 
@@ -51,3 +56,22 @@ def test_a_huge_transcript_is_read_up_to_the_cap(tmp_path):
     started = time.monotonic()
     assert holds_prompt(path, PROMPT) is True
     assert time.monotonic() - started < 5
+
+
+def test_token_totals_of_what_is_not_a_regular_file_fail_at_once_and_never_block(tmp_path):
+    """The supervisor reads the transcript's totals on its slow timer: a FIFO in the CLI's
+    session folder (or a link to one, a device, a folder) is an error it logs, never a hang."""
+    fifo = tmp_path / "session-2026-11-25T20-48-73cb8297.jsonl"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(Path("/dev/zero"))
+    started = time.monotonic()
+    for path in (fifo, link, tmp_path):
+        with pytest.raises(OSError):
+            usage_of(path, gemini_counter())
+    assert time.monotonic() - started < 2
+    real = tmp_path / "real.jsonl"
+    real.write_bytes((FIXTURES / "gemini-0.61.0.jsonl").read_bytes() + b"\xff\xfe not json\n")
+    assert usage_of(real, gemini_counter()) == gemini_usage(
+        (FIXTURES / "gemini-0.61.0.jsonl").read_text().splitlines()
+    )

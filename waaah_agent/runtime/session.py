@@ -79,7 +79,7 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
-from waaah_agent.runtime.transcripts import holds_prompt
+from waaah_agent.runtime.transcripts import holds_prompt, usage_of
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 
@@ -583,8 +583,7 @@ class Run:
         if counter is None or path is None:
             return
         try:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                usage = counter.feed(fh)
+            usage = usage_of(path, counter)
         except OSError as err:
             self.logs.notice(f"could not read the transcript {path}: {err}")
             return

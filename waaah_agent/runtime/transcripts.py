@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
+
+from waaah_agent.core.tokens import Usage, UsageCounter
+from waaah_agent.runtime.safe_read import open_regular
 
 TRANSCRIPT_CAP = 32 * 1024 * 1024  # the workflow is the first prompt: it is near the start
 MARKER_LINES = 3
@@ -27,17 +29,17 @@ def holds_prompt(path: Path, prompt: str) -> bool | None:
     wanted = markers(prompt)
     if not wanted:
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None  # a FIFO, a device or a directory is no transcript
-        with os.fdopen(fd, "rb", closefd=False) as fh:
+    try:  # a FIFO, a device or a directory is no transcript
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(TRANSCRIPT_CAP)
     except OSError:
         return None
-    finally:
-        os.close(fd)
     return all(marker in head for marker in wanted)
+
+
+def usage_of(path: Path, counter: UsageCounter) -> Usage:
+    """The token totals of the transcript at ``path``, the whole file read by ``counter`` line by
+    line (a long night's file is never held whole). A FIFO, a device or a directory is an
+    OSError at once, never a read that blocks the supervisor."""
+    with os.fdopen(open_regular(path), encoding="utf-8", errors="replace") as fh:
+        return counter.feed(fh)
