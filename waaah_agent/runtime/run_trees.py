@@ -91,15 +91,17 @@ def list_text(workspace: Path, wanted: str | None, paths: bool, as_json: bool = 
     with its ``log`` path when ``paths``."""
     roots = _listed(workspace, wanted)
     if as_json:
+        trees = [r.to_json() for r in roots]
 
-        def shown(node: runlog.Node) -> dict[str, object]:
-            out = node.to_json()
-            if paths and node.kind == "run":
+        def add_logs(node: runlog.Node, out: dict[str, Any]) -> None:
+            if node.kind == "run":
                 out["log"] = str(log_path(workspace, node))
-            out["children"] = [shown(c) for c in node.children]
-            return out
+            for child, child_out in zip(node.children, out["children"], strict=True):
+                add_logs(child, child_out)
 
-        return json.dumps([shown(r) for r in roots], indent=2)
+        for root, tree in zip(roots, trees, strict=True) if paths else ():
+            add_logs(root, tree)
+        return json.dumps(trees, indent=2)
 
     def path_line(node: runlog.Node) -> str:
         return f"log: {log_path(workspace, node)}" if node.kind == "run" else ""
