@@ -35,6 +35,18 @@ def test_enter_is_resent_at_most_three_times_and_the_text_never_twice():
     assert d.phase is Phase.FAILED
 
 
+def test_busy_with_the_text_still_in_the_box_is_not_taken_and_enter_is_sent_again():
+    """gemini --resume draws its input box, then loads the history under "Resuming session..."
+    (a busy marker) and drops an Enter typed meanwhile: the text stays in the box."""
+    d = Delivery("continue", "go on", enter_delay=0.2, confirm_timeout=3.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.3, READY_DRAFT).writes == [ENTER]
+    busy_with_draft = Observation(ready=False, busy=True, input_empty=False, draft=True)
+    assert d.step(1.0, busy_with_draft).writes == [] and d.phase is Phase.ENTERED
+    assert d.step(3.4, READY_DRAFT).writes == [ENTER]  # the Enter again, never the text
+    assert d.step(3.6, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+
+
 def test_an_empty_input_box_after_enter_confirms():
     d = Delivery("workflow", "x", enter_delay=0.2)
     d.step(0.0, READY_EMPTY)

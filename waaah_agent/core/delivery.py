@@ -31,6 +31,7 @@ class Observation:
     ready: bool  # at the input prompt, not busy
     busy: bool
     input_empty: bool
+    draft: bool = False  # the input box is drawn and holds text (busy or not)
 
 
 class Step(NamedTuple):
@@ -79,7 +80,9 @@ class Delivery:
             self.enters = 1
             return self._go(Phase.ENTERED, now, "enter", [ENTER])
         if self.phase is Phase.ENTERED:
-            if confirmed_by_hook or seen.busy or seen.input_empty:
+            # Busy with the text still in the box is not the prompt taken: gemini --resume
+            # shows its box, then loads the history under a busy marker and drops the Enter.
+            if confirmed_by_hook or seen.input_empty or (seen.busy and not seen.draft):
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
             if now < self.since + self.confirm_timeout:
                 return Step([])
