@@ -28,6 +28,7 @@ from waaah_agent.core.termanswers import TerminalAnswers
 from waaah_agent.runtime.background import OWN, Mailbox, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.runtime.link import LINK, record_link
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.overlay import MIN_COLS, MIN_ROWS, Overlay
 from waaah_agent.runtime.screenfeed import ScreenFeed
@@ -315,6 +316,8 @@ class Supervisor:
                 self.tell(ev.AgentStatusChanged(data.get("status")))
             elif message.kind == OWN:
                 record_own(message, self.logs, self.session)
+            elif message.kind == LINK:
+                record_link(message, self.logs, self.session)
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:

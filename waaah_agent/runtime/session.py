@@ -30,6 +30,7 @@ from waaah_agent.core.lifecycle import (
     rejected_command_line,
     restart_decision,
 )
+from waaah_agent.core.link import POLL_EVERY
 from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -39,7 +40,7 @@ from waaah_agent.errors import (
     LoginRequired,
     UsageError,
 )
-from waaah_agent.runtime import clis, key_file, mcp_setup, price_file, reaper, releases, report
+from waaah_agent.runtime import clis, key_file, link, mcp_setup, price_file, reaper, releases, report
 from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
@@ -82,6 +83,7 @@ from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode,
 from waaah_agent.runtime.transcripts import holds_prompt, usage_of
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
+from waaah_agent.tool_http import ToolServer
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
@@ -187,7 +189,11 @@ def setup_mcp(
     session.redact.add(server.api_key)  # typed at the prompt, or from the CLI's own entry
     if server.source == "asked":
         keep_typed(env, server, console)
-    per_run = {settings.AGENT_ID: state.agent_id, settings.INBOX: str(session.inbox)}
+    per_run = {
+        settings.AGENT_ID: state.agent_id,
+        settings.INBOX: str(session.inbox),
+        settings.LINK: str(link.socket_path()),  # the session keeps the waits (runtime/link.py)
+    }
     env.update(per_run)
     given = adapter.mcp.give(env, server, session.path, per_run)
     notes, args = given.notes, given.args
@@ -232,6 +238,7 @@ def supervise(
     mailbox = Mailbox()
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()
+    session_link = start_link(plan, env, session, state, mailbox)
     watch = None
     if plan.server is not None:
         watch = ServerWatch(
@@ -283,10 +290,14 @@ def supervise(
         plan.settled = True
         if watch is not None:
             watch.stop()
+        if session_link is not None:
+            session_link.stop()
         inbox.stop()
         for message in mailbox.drain():
             if message.kind == OWN:
                 record_own(message, logs, session)
+            elif message.kind == link.LINK:
+                link.record_link(message, logs, session)
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
@@ -297,6 +308,26 @@ def supervise(
     finally:
         if notifier is not None:
             notifier.close()
+
+
+def start_link(
+    plan: McpPlan, env: Mapping[str, str], session: SessionDir, state: SessionState, mailbox: Mailbox
+) -> link.SessionLink | None:
+    """The session's own WAAAH connection, on the socket the CLI's proxy was given."""
+    path = env.get(settings.LINK)
+    if plan.server is None or not path:
+        return None
+    every = settings.seconds(env, settings.LINK_POLL_SECONDS, POLL_EVERY)
+    server = ToolServer(plan.server.url, plan.server.api_key)
+    found = link.SessionLink(
+        Path(path), session.path, server, state.agent_id, session.inbox, mailbox.post, every
+    )
+    try:
+        found.start()
+    except OSError as err:  # the proxy then calls the server itself, as without a supervisor
+        session.event("link", error=f"could not serve {path}: {err.strerror or err}")
+        return None
+    return found
 
 
 def start_alerts(
