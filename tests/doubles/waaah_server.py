@@ -44,6 +44,7 @@ import json
 import math
 import re
 import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -729,6 +730,20 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client went away (e.g. it gave up on a long poll)
         finally:
             self.double._finish(call, status, answer)
+
+
+def dead_wait(url: str, agent_id: str, api_key: str | None = None, timeout: float = 60) -> None:
+    """Start a wait_for_prompt for ``agent_id`` whose client goes away at once (a killed CLI's
+    MCP process, a killed supervisor): the server keeps it until its timeout."""
+    body = json.dumps({"agentId": agent_id, "timeout": timeout}).encode()
+    parts = urlsplit(url)
+    key = f"X-API-Key: {api_key}\r\n" if api_key else ""
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80)) as sock:
+        sock.sendall(
+            f"POST /mcp/tools/wait_for_prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{key}Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

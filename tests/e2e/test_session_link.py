@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from tests.e2e.test_waaah_agent import (
     save_and_exit,
     spawn,
 )
-from tests.runtime.helpers import events, pump_for, pump_until, state, state_or_none
+from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state, state_or_none
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -47,7 +48,11 @@ def loop_rules(task_ids: list[str]) -> list[Rule]:
     """Register, wait; a task is acked, then the agent waits again; after a restart the continue
     prompt sends it back to its wait."""
     acks = [
-        Rule(ToolCall("ack_task", {"taskId": task_id}), tool_result="wait_for_prompt", result_has=task_id)
+        Rule(
+            ToolCall("ack_task", {"taskId": task_id}),
+            tool_result="wait_for_prompt",
+            result_has=f'"taskId": "{task_id}"',
+        )
         for task_id in task_ids
     ]
     return [
@@ -133,6 +138,9 @@ def test_a_task_created_after_a_sigkill_inside_the_wait_is_served_once(cli, tmp_
         assert state(ws)["restarts"] == 1
         assert "task-kept" in [e["event"] for e in events(ws)]
         assert save_and_exit(child) == 0
+        report = subprocess.run([WAAAH, "report"], cwd=ws, capture_output=True, text=True, timeout=60)
+        assert "tasks the session kept or brought back: 1" in report.stdout, report.stdout
+        assert "task-1  came while the agent was restarting: kept for it" in report.stdout
 
 
 def test_a_task_created_after_an_evict_restart_in_the_wait_is_served_once(cli, tmp_path):
@@ -182,7 +190,10 @@ def test_twenty_sigkills_inside_the_wait_in_a_row_lose_and_repeat_no_task(tmp_pa
     cli = "claude"
     ws = workspace_for(tmp_path)
     ids = [f"task-{n}" for n in range(1, KILLS + 1)]
-    with FakeModel(loop_rules(ids), default=Text("OK")) as model, WaaahServer() as server:
+    with (
+        FakeModel(loop_rules(ids), default=Text("OK"), log_path=tmp_path / "model.jsonl") as model,
+        WaaahServer() as server,
+    ):
         child = start(cli, tmp_path, ws, model, server, "--restart-budget", str(KILLS + 5))
         times = []
         for n, task_id in enumerate(ids, 1):

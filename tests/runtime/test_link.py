@@ -7,7 +7,6 @@ import json
 import os
 import select
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.doubles.waaah_server import WaaahServer
+from tests.doubles.waaah_server import WaaahServer, dead_wait
 from tests.runtime.helpers import retry_until
 from tests.runtime.test_mcp_proxy import AGENT, KEY, ROOT, WORKSPACE, inbox_lines, proxy_env
 from waaah_agent.runtime.background import Mailbox
@@ -145,6 +144,15 @@ def session(tmp_path: Path, waaah: WaaahServer) -> Iterator[Session]:
     found.close()
 
 
+def waiting(session: Session, waaah: WaaahServer, timeout: float) -> RawProxy:
+    """A new proxy that registered and is in wait_for_prompt (call 2) as the server sees it."""
+    proxy = session.proxy()
+    register(proxy)
+    proxy.call(2, "wait_for_prompt", {"timeout": timeout})
+    waaah.wait_for_call("wait_for_prompt", 10)
+    return proxy
+
+
 def register(proxy: RawProxy) -> None:
     proxy.call(
         1,
@@ -157,10 +165,7 @@ def register(proxy: RawProxy) -> None:
 def test_a_wait_goes_through_the_link_and_the_session_answers_the_agents_ack(
     session: Session, waaah: WaaahServer
 ) -> None:
-    proxy = session.proxy()
-    register(proxy)
-    proxy.call(2, "wait_for_prompt", {"timeout": 20})
-    waaah.wait_for_call("wait_for_prompt", 10)
+    proxy = waiting(session, waaah, 20)
     task_id = waaah.enqueue("Write the README", AGENT, workspace_id="acme/widgets")
     assert proxy.result(2)["taskId"] == task_id
     proxy.call(3, "ack_task", {"taskId": task_id})
@@ -186,10 +191,7 @@ def test_a_wait_goes_through_the_link_and_the_session_answers_the_agents_ack(
 def test_a_task_for_a_proxy_killed_in_its_wait_goes_to_the_next_one_without_asking_again(
     session: Session, waaah: WaaahServer
 ) -> None:
-    first = session.proxy()
-    register(first)
-    first.call(2, "wait_for_prompt", {"timeout": 40})
-    waaah.wait_for_call("wait_for_prompt", 10)
+    first = waiting(session, waaah, 40)
     first.kill()
     # The link sees the hang-up: the wait ends for the supervisor, and goes on for the session.
     retry_until(
@@ -211,22 +213,10 @@ def test_a_task_for_a_proxy_killed_in_its_wait_goes_to_the_next_one_without_aski
     assert len(waaah.acks(task_id)) == 1 and session.held() == []
 
 
-def dead_wait(url: str) -> None:
-    """A wait_for_prompt for the agent whose client is gone (a SIGKILLed supervisor's)."""
-    body = json.dumps({"agentId": AGENT, "timeout": 60}).encode()
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            b"POST /mcp/tools/wait_for_prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"X-API-Key: {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-
-
 def test_a_task_reserved_for_the_agent_but_never_sent_is_noticed_acked_and_handed_to_its_wait(
     tmp_path: Path, waaah: WaaahServer
 ) -> None:
-    dead_wait(waaah.url)
+    dead_wait(waaah.url, AGENT, KEY)
     waaah.wait_for_call("wait_for_prompt", 10)
     time.sleep(0.2)
     task_id = waaah.enqueue("Stuck in PENDING_ACK", AGENT)

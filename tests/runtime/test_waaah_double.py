@@ -6,7 +6,6 @@ QUEUED tasks; the admin task list with each task's history."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.doubles.waaah_server import IDLE_ANSWER, WaaahServer
+from tests.doubles.waaah_server import IDLE_ANSWER, WaaahServer, dead_wait
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -50,18 +49,6 @@ def wait_in_thread(url: str, timeout: float) -> tuple[threading.Thread, list[Any
     )
     thread.start()
     return thread, out
-
-
-def dead_wait(url: str, timeout: float) -> None:
-    """A wait_for_prompt whose client goes away at once (a killed CLI's MCP process)."""
-    body = json.dumps({"agentId": AGENT, "timeout": timeout}).encode()
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            b"POST /mcp/tools/wait_for_prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
 
 
 def messages(server: WaaahServer, task_id: str) -> list[str]:
@@ -109,7 +96,7 @@ def test_a_new_wait_takes_a_queued_task_at_once() -> None:
 
 def test_a_dead_clients_wait_takes_the_task_then_it_is_requeued_and_reserved_without_a_push() -> None:
     with WaaahServer(ack_timeout=0.5, scheduler_interval=3600) as server:  # cycles run when asked
-        dead_wait(server.url, 30)
+        dead_wait(server.url, AGENT, timeout=30)
         server.wait_for_call("wait_for_prompt")
         time.sleep(0.2)
         assert server.agent_status(AGENT) == "WAITING"  # the dead wait is still registered

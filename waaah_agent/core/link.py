@@ -59,7 +59,7 @@ class Held:
     agent_id: str  # the id the server gave it to (ACKs are sent as it)
     acked: bool = False  # the server has our ACK (tasks)
     handed_to: int | None = None  # the instance it was last handed to
-    instance: int | None = None  # the last instance that had waited when it arrived
+    instance: int | None = None  # an EVICT's: the last instance that had waited when it came
     restart: bool = False  # an EVICT RESTART
     recovered: bool = False  # found reserved on the server, not returned by a wait
 
@@ -179,7 +179,6 @@ class Link:
         self.polling = False
         self.poll_off = False
         self.last_poll: float | None = None
-        self._evicts = 0
 
     def find(self, key: object) -> Held | None:
         return next((h for h in self.held if h.key == key), None)
@@ -240,9 +239,11 @@ class Link:
         if answer.outcome == "task" and answer.task_id:
             acts += self._arrived(answer.task_id, answer.texts, recovered=False)
         elif answer.outcome == "evict":
-            self._evicts += 1
             restart = (answer.evict_action or "SHUTDOWN").upper() == "RESTART"
-            key = f"evict-{self._evicts}"
+            n = 1
+            while self.find(f"evict-{n}"):
+                n += 1
+            key = f"evict-{n}"
             h = Held(key, Kind.EVICT, answer.texts, self.agent_id, True, None, self.last_instance, restart)
             self.held.append(h)
             acts.append(self._persist())
@@ -337,7 +338,7 @@ class Link:
         h = self.find(task_id)
         if h is not None:  # the server gave it to us again: ACK it again, hand nothing more
             return [] if task_id in self.acking else self._ack(h)
-        h = Held(task_id, Kind.TASK, texts, self.agent_id, instance=self.last_instance, recovered=recovered)
+        h = Held(task_id, Kind.TASK, texts, self.agent_id, recovered=recovered)
         self.held.append(h)
         acts: list[Action] = [self._persist()]
         if recovered:
