@@ -43,6 +43,14 @@ INTERVENTIONS = {
     "login-wait": "waits for a login",
     "limit": "usage-limit wait",
     "limit-resume": "back from the limit",
+    "task-kept": "task kept through a restart",
+    "task-recovered": "task brought back",
+    "evict-dropped": "EVICT RESTART served by the restart",
+}
+#: What the session link did with a task (core/link.py), as the summary says it.
+LINK_EVENTS = {
+    "task-kept": "came while the agent was restarting: kept for it",
+    "task-recovered": "reserved for the agent on the server but never sent: brought back",
 }
 #: Tools by which an agent answers a task.
 ANSWERS = ("send_response", "answer_task")
@@ -95,6 +103,14 @@ class Restart:
     reason: str
 
 
+@dataclass(frozen=True)
+class Kept:
+    session: str
+    t: float
+    what: str  # the task id, or the EVICT's action
+    how: str
+
+
 @dataclass
 class Night:
     sessions: list[str] = field(default_factory=list)
@@ -105,6 +121,7 @@ class Night:
     tasks: list[Task] = field(default_factory=list)
     nudges: list[Nudge] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)  # tasks the session link kept or brought back
     tokens: list[tuple[float, int, int]] = field(default_factory=list)  # (t, input, output), running totals
     # (t, US dollars), the running cost at the user's prices (empty without a price table)
     costs: list[tuple[float, float]] = field(default_factory=list)
@@ -224,6 +241,8 @@ def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], e
             task["outcome"] = "answered"
         elif name_ == "mcp-tool_end" and task is not None and e.get("tool") == "block_task":
             task["outcome"] = "blocked"
+        elif name_ in LINK_EVENTS:
+            night.kept.append(Kept(name, t, _kept(e), LINK_EVENTS[name_]))
         elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
             models = e.get("models")
             per_model = (
@@ -264,7 +283,15 @@ def _cause(name: str, e: Mapping[str, Any]) -> str:
         return f"until {e.get('until', '?')} ({e.get('how', '')})"
     if name == "login-wait":
         return "the CLI asks for a login"
+    if name in LINK_EVENTS:
+        return _kept(e)
+    if name == "evict-dropped":
+        return "it came while the agent was being restarted"
     return name
+
+
+def _kept(e: Mapping[str, Any]) -> str:
+    return str(e.get("task_id") or f"EVICT {e.get('evict', '')}".strip())
 
 
 def _int(value: Any) -> int:
@@ -302,6 +329,14 @@ def summary_lines(night: Night, clock: Any) -> list[str]:
         "",
         f"tasks served: {len(night.tasks)}"
         + "".join(f"\n  {clock(t.start)}  {t.task_id}  {t.outcome}" for t in night.tasks),
+        *(
+            [
+                f"tasks the session kept or brought back: {len(night.kept)}"
+                + "".join(f"\n  {clock(k.t)}  {k.what}  {k.how}" for k in night.kept)
+            ]
+            if night.kept
+            else []
+        ),
         f"nudges: {len(night.nudges)} ({answered} answered: the agent was back in its loop before the next)",
         f"restarts: {len(night.restarts)}"
         + "".join(f"\n  {clock(r.t)}  after {r.after}: {r.reason}" for r in night.restarts),
