@@ -143,20 +143,27 @@ def test_a_task_created_after_a_sigkill_inside_the_wait_is_served_once(cli, tmp_
         assert "task-1  came while the agent was restarting: kept for it" in report.stdout
 
 
-def test_a_task_created_after_an_evict_restart_in_the_wait_is_served_once(cli, tmp_path):
-    """The server evicts the waiting agent (RESTART): the supervisor restarts the CLI, which
-    meanwhile went back into wait_for_prompt; a task created 3 s later reaches the new CLI."""
+def test_a_task_and_an_evict_restart_during_the_restart_are_served_once_each(cli, tmp_path):
+    """The CLI is SIGKILLed inside wait_for_prompt; 3 s later, while it is being restarted, a
+    task is created and the server evicts the agent (RESTART): the new CLI gets the task once,
+    acks it, and the eviction then restarts it once more."""
     ws = workspace_for(tmp_path)
     with FakeModel(loop_rules(["task-1"]), default=Text("OK")) as model, WaaahServer() as server:
         child = start(cli, tmp_path, ws, model, server)
         pump_until(child, lambda: inside_wait(server, ws), 90)
+        os.kill(state(ws)["agent_pid"], signal.SIGKILL)
+        pump_for(child, 3)
+        created = time.monotonic()
+        server.enqueue(task_prompt(1), workspace_id="ws", task_id="task-1")
         server.evict(state(ws)["agent_id"], "RESTART", reason="new workflow")
-        took = serve_once_after(child, server, model, 1, "task-1")
-        print(f"served {took:.1f} s after it was created")
+        pump_until(child, lambda: served(model, task_prompt(1)), SERVED_WITHIN)
+        print(f"served {time.monotonic() - created:.1f} s after it was created")
+        pump_until(child, lambda: (st := state(ws))["restarts"] == 2 and st["status"] == "running", 60)
         pump_for(child, 5)
         assert_served_once(server, model, 1, "task-1")
-        restarts = [e for e in events(ws) if e["event"] == "restart"]
-        assert len(restarts) == 1 and "evicted" in restarts[0]["after"], restarts
+        assert acked_by_agent(model, "task-1")
+        restarts = [e["after"] for e in events(ws) if e["event"] == "restart"]
+        assert len(restarts) == 2 and "SIGKILL" in restarts[0] and "evicted" in restarts[1], restarts
         assert save_and_exit(child) == 0
 
 
