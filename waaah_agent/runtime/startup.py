@@ -72,6 +72,9 @@ class AgentOptions:
     max_cost: float | None = None  # the same in US dollars (the user's price table)
     prices: Prices | None = None  # the user's price table (read at the start when --max-cost is given)
     tokens_every: float = settings.TOKENS_CHECK_EVERY  # seconds between reads of the transcript
+    metrics_port: int | None = None  # serve /healthz, /readyz and /metrics here (runtime/metrics.py)
+    metrics_host: str = settings.METRICS_HOST_DEFAULT
+    log_format: str = "text"  # headless: "json" prints each event as one JSON object on stderr
 
 
 def make_folder(path: Path, doing: str) -> None:
