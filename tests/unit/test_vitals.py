@@ -157,3 +157,12 @@ def test_events_that_change_nothing_publish_nothing_and_bad_fields_are_ignored()
     assert v.snapshot.restart_at == NOW
     assert v.see({"event": "tokens", "input": -3, "output": True, "cached": "x"}, NOW) is True
     assert dict(v.snapshot.tokens) == {"input": 0, "output": 0, "cached": 0}
+
+
+def test_the_docs_table_lists_every_metric_with_its_type():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "crew.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in doc.splitlines()
+            if line.startswith("| `waaah_")}  # fmt: skip
+    assert rows == {name: kind for name, kind, _, _ in METRICS}
