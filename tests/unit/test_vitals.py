@@ -166,3 +166,14 @@ def test_the_docs_table_lists_every_metric_with_its_type():
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in doc.splitlines()
             if line.startswith("| `waaah_")}  # fmt: skip
     assert rows == {name: kind for name, kind, _, _ in METRICS}
+
+
+def test_a_wait_in_flight_is_waiting_whatever_the_screen_said_last():
+    v = fold({"event": "start"}, {"event": "state", "state": "busy"}, WAIT_START)
+    assert readiness(v.snapshot, NOW) == (True, {"ready": True, "state": "waiting"})
+    v.see(WAIT_TASK, NOW)
+    assert readiness(v.snapshot, NOW) == (True, {"ready": True, "state": "working"})
+    assert sample(v, "waaah_agent_state", state="busy") == 1
+    v.see(WAIT_START, NOW)
+    assert sample(v, "waaah_agent_state", state="tool") == 1
+    assert sample(v, "waaah_agent_state", state="busy") == 0

@@ -49,6 +49,12 @@ class Snapshot:
     tokens: tuple[tuple[str, int], ...] = ()  # from the CLI's transcript: input, output, cached
     cost_usd: float | None = None  # at the user's price table; None where nothing is priced
 
+    @property
+    def shown(self) -> str:
+        """The state as the machine classifies it: a wait in flight is ``tool`` whatever the
+        screen showed last (the screen is not even looked at while the CLI only redraws)."""
+        return "tool" if self.waiting and self.state not in ("exiting", "exited", RESTARTING) else self.state
+
 
 def epoch(value: Any) -> float | None:
     """An ISO time (as events and session.json write them) as epoch seconds; None if it is not one."""
@@ -169,10 +175,12 @@ def readiness(s: Snapshot, now: float) -> tuple[bool, dict[str, Any]]:
         return False, {"ready": False, "reason": "paused"}
     if s.state in ("exiting", "exited"):
         return False, {"ready": False, "reason": "stopping"}
+    if s.waiting or s.state == "tool":  # the tap is the strongest evidence: whatever the screen shows
+        return True, {"ready": True, "state": "waiting"}
     if s.state == "starting" or not s.looped:
         return False, {"ready": False, "reason": "starting", "state": s.state}
     if s.state in IN_LOOP:
-        return True, {"ready": True, "state": "waiting" if s.state == "tool" else "working"}
+        return True, {"ready": True, "state": "working"}
     return False, {"ready": False, "reason": "out of its loop", "state": s.state}
 
 
@@ -227,7 +235,7 @@ def families(s: Snapshot, now: float) -> list[Family]:
     prices, no wait seen) are left out rather than made up."""
     base = (s.agent, s.workflow, s.session)
     values: dict[str, tuple[tuple[tuple[str, ...], float], ...]] = {
-        "waaah_agent_state": tuple(((*base, x), 1.0 if s.state == x else 0.0) for x in AGENT_STATES),
+        "waaah_agent_state": tuple(((*base, x), 1.0 if s.shown == x else 0.0) for x in AGENT_STATES),
         "waaah_restarts_total": ((base, float(s.restarts)),),
         "waaah_nudges_total": tuple(((*base, kind), float(n)) for kind, n in s.nudges),
         "waaah_tasks_total": ((base, float(s.tasks)),),
