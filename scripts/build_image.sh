@@ -28,6 +28,10 @@ if ! buildah inspect --type image "$BASE" >/dev/null 2>&1; then
 fi
 
 echo "build_image: building $IMAGE (buildah, chroot isolation; a few minutes the first time)"
-buildah bud --isolation=chroot --layers --build-arg "BASE=$BASE" \
+# The machine's CA bundle, for a network behind a TLS-inspecting proxy (a build secret: not kept).
+bundle="${WAAAH_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+secret=()
+[ -s "$bundle" ] && secret=(--secret "id=ca-bundle,src=$bundle")
+buildah bud --isolation=chroot --layers --build-arg "BASE=$BASE" "${secret[@]}" \
   -f "$REPO/deploy/container/Containerfile" -t "$IMAGE" "$REPO"
 echo "build_image: $IMAGE built in $(( $(date +%s) - start )) s"

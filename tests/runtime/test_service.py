@@ -193,3 +193,18 @@ def test_the_settings_file_is_private(workspace, fake_home, tmp_path):
     folder = env_files(config)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert [stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()] == [0o600]
+
+
+def test_a_unit_of_an_earlier_waaah_is_listed_and_removed(fake_home, tmp_path):
+    config = tmp_path / "config"
+    env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
+    unit_folder(config).mkdir(parents=True)
+    old = unit_folder(config) / "waaah-gemini-waaah-orc-app.service"
+    old.write_text(  # what an earlier `waaah service install` wrote: the alert URL in the unit
+        "# Written by `waaah service install`; remove with: waaah service remove waaah-gemini-waaah-orc-app\n"
+        '[Service]\nExecStart="/usr/bin/waaah" "agent" "--notify" "json://u:pw@h/x"\n'
+    )
+    listed = json.loads(waaah("service", "status", "--json", env=env).stdout)
+    assert [(r["name"], r["systemd"]) for r in listed] == [("waaah-gemini-waaah-orc-app", "legacy")]
+    done = waaah("service", "remove", "waaah-gemini-waaah-orc-app", env=env)
+    assert done.returncode == 0 and not old.exists(), done.stderr

@@ -186,6 +186,9 @@ def status_all(env: Mapping[str, str]) -> list[Row]:
                 readiness(port),
             )
         )
+    for name in legacy(env):
+        note = "a unit of an earlier waaah (its alert URLs in a unit file): waaah service remove it, then install again"
+        rows.append(Row(name, "?", "?", "?", "", "legacy", note))
     return rows
 
 
@@ -219,10 +222,22 @@ def status(name: str, env: Mapping[str, str]) -> tuple[bool, str]:
     return ok, said or "the files are written; the user systemd did not answer"
 
 
+def legacy(env: Mapping[str, str]) -> list[str]:
+    """Units an earlier waaah wrote, one per agent (``waaah-<agent>-<workflow>-<folder>.service``,
+    its alert URLs in it): their names, for status to list and remove to take away."""
+    try:
+        paths = sorted(unit_dir(env).glob("waaah-*.service"))
+    except OSError:
+        return []
+    return [p.name[: -len(".service")] for p in paths if _ours(p)]
+
+
 def remove(name: str, env: Mapping[str, str]) -> list[str]:
     """Stop, disable and forget one instance; the template goes with the last one. The others
     are not touched (nor is any session)."""
     env_path = env_dir(env) / f"{name}.env"
+    if name not in installed(env) and name in legacy(env):
+        return _remove_legacy(name, env)
     if name not in installed(env):
         raise UsageError(f"no service {name} ({env_path} is not one of waaah's)")
     ok, said = systemctl("disable", "--now", f"waaah@{name}.service", env=env)
@@ -240,6 +255,22 @@ def remove(name: str, env: Mapping[str, str]) -> list[str]:
             lines.append(f"removed {template} (no agent is left)")
     systemctl("daemon-reload", env=env)
     return lines
+
+
+def _remove_legacy(name: str, env: Mapping[str, str]) -> list[str]:
+    ok, said = systemctl("disable", "--now", f"{name}.service", env=env)
+    lines = [
+        f"stopped and disabled {name}.service"
+        if ok
+        else f"systemctl did not stop it ({said.splitlines()[0] if said else '?'})"
+    ]
+    path = unit_dir(env) / f"{name}.service"
+    path.unlink()
+    systemctl("daemon-reload", env=env)
+    return [
+        *lines,
+        f"removed {path} (a unit of an earlier waaah; install the agent again to add it to the crew)",
+    ]
 
 
 def install_launchd(service: Service, variables: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
