@@ -70,18 +70,24 @@ def engine_run(root: Path, data: Path, config: dict[str, Any], env: dict[str, st
             + " " + shlex.join(argv),
         ]
     )  # fmt: skip
-    # unshare and sh exec: the process the test signals is the image's PID 1 (tini) itself.
+    # A PID namespace of its own (tini is its PID 1) and a mount namespace; unshare waits for it.
     return subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"cd / && {setup}"],
+        ["unshare", "--pid", "--fork", "--mount", "--propagation", "private", "sh", "-c", f"cd / && {setup}"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
 
+def pid_one(unshare: int) -> int:
+    """The container's PID 1 (tini), as this machine numbers it: the child unshare forked."""
+    (child,) = Path(f"/proc/{unshare}/task/{unshare}/children").read_text().split()
+    return int(child)
+
+
 def volume(tmp_path: Path) -> Path:
     data = tmp_path / "data"
-    data.mkdir()
+    data.mkdir(parents=True)
     os.chown(data, 10001, 10001)  # what a fresh volume with fsGroup / the image's /data gives
     return data
 
@@ -115,7 +121,7 @@ def test_the_entrypoint_runs_as_its_user_stops_on_sigterm_and_resumes_from_the_v
             assert code == 200 and 'waaah_agent_state{agent="simulated"' in text
         finally:
             sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)  # to PID 1 (tini), which passes it on
+            os.kill(pid_one(proc.pid), signal.SIGTERM)  # as an engine stops it: PID 1 (tini) passes it on
             _, err = proc.communicate(timeout=60)
             took = time.monotonic() - sent
         print(f"boot {boot}: SIGTERM to exit {took:.2f} s")
