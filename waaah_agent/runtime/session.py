@@ -238,32 +238,7 @@ def supervise(
         max_bytes=opts.log_roll,
     )
     mailbox = Mailbox()
-    down = plan.server is not None and not plan.healthy
-    try:
-        vitals = (
-            None
-            if opts.metrics_port is None
-            else serve_vitals(
-                opts.metrics_host,
-                opts.metrics_port,
-                Snapshot(
-                    adapter.name,
-                    workflow.name,
-                    state.id,
-                    paused=state.paused,
-                    server_down=(plan.health or "unreachable") if down else "",
-                    limit_until=epoch(state.limit_until),
-                ),
-                mailbox,
-                session,
-            )
-        )
-    except UsageError:
-        mailbox.close()
-        logs.close()
-        raise
-    if vitals is not None:
-        session.event("metrics", host=opts.metrics_host, port=vitals.port)
+    vitals = serve_vitals(opts, adapter, workflow, state, plan, mailbox, session, logs)
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()
     watch = None
@@ -274,6 +249,7 @@ def supervise(
         watch.last_health, watch.last_ok = plan.health, plan.healthy
         watch.start()
     # What an earlier supervisor saved of the server is history; this start's check is news.
+    down = plan.server is not None and not plan.healthy
     state.server_down = (plan.health or "unreachable") if down else ""
     state.server_down_since = now_iso() if down else ""
     keep_record(session, state, console)
@@ -334,11 +310,40 @@ def supervise(
             notifier.close()
 
 
-def serve_vitals(*args: Any) -> metrics.MetricsServer | None:
-    """runtime/metrics.py, imported (with the Prometheus client) only when --metrics-port asks."""
+def serve_vitals(
+    opts: AgentOptions,
+    adapter: Adapter,
+    workflow: Workflow,
+    state: SessionState,
+    plan: McpPlan,
+    mailbox: Mailbox,
+    session: SessionDir,
+    logs: SessionLogs,
+) -> metrics.MetricsServer | None:
+    """With --metrics-port: /healthz, /readyz and /metrics (runtime/metrics.py, imported with the
+    Prometheus client only then), fed every event of the session from here on."""
+    if opts.metrics_port is None:
+        return None
     from waaah_agent.runtime import metrics
 
-    return metrics.for_session(*args)
+    down = plan.server is not None and not plan.healthy
+    start = Snapshot(
+        adapter.name,
+        workflow.name,
+        state.id,
+        paused=state.paused,
+        server_down=(plan.health or "unreachable") if down else "",
+        limit_until=epoch(state.limit_until),
+    )
+    try:
+        server = metrics.for_session(opts.metrics_host, opts.metrics_port, start, mailbox, session)
+    except UsageError:
+        mailbox.close()
+        logs.close()
+        raise
+    if server is not None:
+        session.event("metrics", host=opts.metrics_host, port=server.port)
+    return server
 
 
 def start_alerts(
