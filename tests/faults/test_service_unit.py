@@ -86,3 +86,20 @@ def test_a_long_folder_name_asks_for_a_name_instead_of_a_unit_systemd_refuses(fa
     env = clean_env(fake_home, XDG_CONFIG_HOME=str(tmp_path / "config"))
     done = run_waaah("service", "install", "--start=gemini", "--workspace", str(ws), cwd=tmp_path, env=env)
     assert done.returncode == 2 and "give --name" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_the_alert_urls_a_service_sets_never_reach_the_agent(workspace, fake_home, tmp_path):
+    import signal
+
+    from tests.runtime.helpers import WAAAH, retry_until, state_or_none
+
+    env = clean_env(fake_home, WAAAH_NOTIFY=NOTIFY)  # as the instance's environment file sets it
+    agent = subprocess.Popen([WAAAH, "agent", "--start=simulated", "--no-mcp", "--no-nudge"], cwd=workspace,
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        pid = retry_until(lambda: (state_or_none(workspace) or {}).get("agent_pid"), 30)
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=60) == 0
+    assert b"WAAAH_NOTIFY" not in environ and SECRET.encode() not in environ

@@ -300,6 +300,7 @@ def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     }
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
+    child.pop(settings.NOTIFY, None)  # alert URLs hold tokens: the supervisor's, never the agent's
     child["TERM"] = "xterm-256color"
     return child
 
