@@ -54,6 +54,12 @@ BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a br
 LOG_DIR = "WAAAH_LOG_DIR"  # `waaah run`'s log folder, in place of <workspace>/.waaah/runs
 ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 PRICES = "WAAAH_PRICES"  # the price table file (--max-cost, costs in reports)
+START = "WAAAH_START"  # `waaah agent --start` (what a service's or a container's environment sets)
+WORKFLOW = "WAAAH_WORKFLOW"  # `waaah agent --as`
+WORKSPACE = "WAAAH_WORKSPACE"  # `waaah agent --workspace`
+METRICS_PORT = "WAAAH_METRICS_PORT"  # /healthz, /readyz and /metrics on this port (off by default)
+METRICS_HOST = "WAAAH_METRICS_HOST"  # ... on this address
+LOG_FORMAT = "WAAAH_LOG_FORMAT"  # headless: text (one line a person reads) or json (one object per event)
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -62,6 +68,8 @@ _BACKOFF = BackoffConfig()
 _MACHINE = MachineConfig(agent="", interactive=False)
 
 DEFAULT_SERVER_URL = "http://localhost:3456"
+METRICS_HOST_DEFAULT = "127.0.0.1"  # the metrics port answers this machine only unless told otherwise
+LOG_FORMATS = ("text", "json")
 DEFAULT_AGENT = "gemini"  # `waaah run` without --agent, --session or WAAAH_DEFAULT_AGENT
 DEFAULT_WORKFLOW = "waaah-orc"
 HEARTBEAT = _POLICY.heartbeat  # seconds idle at the prompt before a heartbeat prompt

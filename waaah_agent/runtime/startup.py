@@ -72,6 +72,9 @@ class AgentOptions:
     max_cost: float | None = None  # the same in US dollars (the user's price table)
     prices: Prices | None = None  # the user's price table (read at the start when --max-cost is given)
     tokens_every: float = settings.TOKENS_CHECK_EVERY  # seconds between reads of the transcript
+    metrics_port: int | None = None  # serve /healthz, /readyz and /metrics here (runtime/metrics.py)
+    metrics_host: str = settings.METRICS_HOST_DEFAULT
+    log_format: str = "text"  # headless: "json" prints each event as one JSON object on stderr
 
 
 def make_folder(path: Path, doing: str) -> None:
@@ -297,6 +300,7 @@ def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     }
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
+    child.pop(settings.NOTIFY, None)  # alert URLs hold tokens: the supervisor's, never the agent's
     child["TERM"] = "xterm-256color"
     return child
 
