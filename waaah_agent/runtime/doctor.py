@@ -66,7 +66,23 @@ def run_checks(
     checks.append(check_workflow(workflow, root or workspace))
     checks.append(check_writable(root or workspace))
     checks.append(check_leftovers(root or workspace))
+    checks.append(check_homes(env))
     return checks
+
+
+def check_homes(env: Mapping[str, str]) -> Check:
+    """Per-run homes no running session holds: what the CLI wrote there is not back yet."""
+    from waaah_agent.runtime import homes
+
+    found = homes.leftovers(env)
+    if not found:
+        return Check("per-run homes", "ok", "none left behind")
+    return Check(
+        "per-run homes",
+        "warn",
+        "left behind, holding what the CLI wrote there: " + "; ".join(homes.describe(f) for f in found),
+        f"carry it back and remove them with: {homes.SETTLE_COMMAND}",
+    )
 
 
 def check_leftovers(workspace: Path) -> Check:
