@@ -275,6 +275,8 @@ def check_workflow(workflow: str, workspace: Path) -> Check:
         found = find_workflow(workflow, workspace)
     except WorkflowNotFound as err:
         return Check("workflow", "fail", str(err), f"create .agent/workflows/{workflow}.md")
+    except UsageError as err:  # a name that is a path
+        return Check("workflow", "fail", str(err), "give the workflow's name with --as")
     return Check("workflow", "ok", f"{found.name} ({found.path})")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core import names
 from waaah_agent.core.backoff import BackoffConfig
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.prices import Prices
@@ -107,6 +108,8 @@ def claim_agent(waaah_dir: Path, adapter: Adapter, workflow: Workflow, workspace
 def session_to_resume(store: SessionStore, opts: AgentOptions, adapter: Adapter, workspace: Path) -> str:
     """The session ``--resume [ID]`` means: the one named, else the newest of this agent."""
     sid = opts.resume_id
+    if sid and (refused := names.refusal("session id (--resume)", sid)):
+        raise UsageError(refused)
     if not sid:
         newest = store.newest(adapter.name)
         if newest is None:
