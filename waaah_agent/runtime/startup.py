@@ -296,7 +296,9 @@ def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     child = {
         k: v
         for k, v in env.items()
-        if k not in dropped and not any(p.endswith("_") and k.startswith(p) for p in dropped)
+        if k not in dropped
+        and k not in settings.PRIVATE  # alert URLs: never the agent's (nor its MCP proxy's, hooks')
+        and not any(p.endswith("_") and k.startswith(p) for p in dropped)
     }
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
