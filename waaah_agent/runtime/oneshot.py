@@ -33,6 +33,7 @@ from waaah_agent.runtime import (
     runlog,
 )
 from waaah_agent.runtime.headless import Interrupted
+from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.run_attempts import Chain, pick
 from waaah_agent.runtime.run_io import (
     InvalidPrompt,
@@ -58,6 +59,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         if given is not None and (refused := names.refusal(f"{flag} id", given.strip())):
             raise UsageError(refused)  # an id names a log file and goes to the CLI as an argument
     workspace = workspace_root(opts.workspace)
+    check_state(workspace / ".waaah")  # runs and sessions someone else could have planted: not read
     run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []

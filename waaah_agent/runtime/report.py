@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.runtime import homes, reaper
+from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.workspace import git_root
@@ -77,7 +78,9 @@ def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
 def reports_for(folder: Path) -> list[SessionReport]:
     """The sessions of the workspace ``folder`` is in (its git root, else itself)."""
     start = folder.resolve()
-    return reports(git_root(start) or start)
+    workspace = git_root(start) or start
+    check_state(workspace / ".waaah")  # someone else's state: one line, nothing of it shown
+    return reports(workspace)
 
 
 def reports(workspace: Path) -> list[SessionReport]:

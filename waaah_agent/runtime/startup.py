@@ -32,7 +32,7 @@ from waaah_agent.errors import (
 )
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.ending import Console
-from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.private import check_state, private_dir, untrusted
 from waaah_agent.runtime.store import (
     Claim,
     CorruptSession,
@@ -110,6 +110,9 @@ def session_to_resume(store: SessionStore, opts: AgentOptions, adapter: Adapter,
     sid = opts.resume_id
     if sid and (refused := names.refusal("session id (--resume)", sid)):
         raise UsageError(refused)
+    for path in (store.root / sid, store.root / sid / "session.json") if sid else ():
+        if why := untrusted(path):  # a session someone else made is never resumed
+            raise UsageError(why)
     if not sid:
         newest = store.newest(adapter.name)
         if newest is None:
@@ -241,6 +244,13 @@ def pick_adapter(name: str) -> Adapter:
 
 
 def resolve_workspace(start: Path, console: Console) -> Path:
+    """The workspace to supervise in; its ``.waaah/`` refused (one line) if it is not this user's alone."""
+    workspace = _workspace(start, console)
+    check_state(workspace / ".waaah")
+    return workspace
+
+
+def _workspace(start: Path, console: Console) -> Path:
     try:
         start = start.expanduser().resolve()
     except (OSError, RuntimeError) as err:  # a symlink loop, a vanished current directory
