@@ -216,3 +216,31 @@ def test_what_cannot_be_carried_keeps_the_home_named_until_mcp_settle_puts_it_be
     assert beside.read_bytes() == ours and theirs.read_text() == "someone else's line\n"
     assert not folder.exists()
     assert "per-run homes: none" in run_waaah("doctor", "--agent", "gemini", cwd=run.ws, env=env).stdout
+
+
+def test_a_copy_that_does_not_fit_keeps_the_home_and_the_conversation(tmp_path):
+    """A full disk under ``~/.gemini``: the copy of the conversation is cut short, so the run's
+    home is kept (the conversation whole in it), and no partial file is left in the user's."""
+    from tests.faults.conftest import small_disk
+    from waaah_agent import adapters
+    from waaah_agent.runtime.cli_home import PerRunHome
+    from waaah_agent.runtime.mcp_setup import ServerChoice
+
+    gemini = adapters.registry()["gemini"].mcp
+    assert isinstance(gemini, PerRunHome)
+    home = tmp_path / "home"
+    session = tmp_path / "ws" / ".waaah" / "sessions" / "gemini-20261126-010203-abcdef"
+    session.mkdir(parents=True)
+    env = {"HOME": str(home)}
+    with small_disk(home / ".gemini", "256k"):
+        (home / ".gemini" / "settings.json").write_text("{}")
+        run = Path(gemini.give(env, ServerChoice("http://127.0.0.1:9", KEY, "--server"), session, {}).env[
+            "GEMINI_CLI_HOME"
+        ]) / ".gemini"  # fmt: skip
+        chat = run / "tmp" / "ws" / "chats" / "session-1.jsonl"
+        chat.parent.mkdir(parents=True)
+        content = os.urandom(1024 * 1024)
+        chat.write_bytes(content)
+        notes = gemini.finish(env, session)
+        assert chat.read_bytes() == content and any(f"kept {run.parent}" in n for n in notes), notes
+        assert not [p for p in (home / ".gemini").rglob("*") if p.is_file() and p.name != "settings.json"]
