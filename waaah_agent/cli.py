@@ -215,7 +215,9 @@ def agent(
             metavar="URL",
             help="Send alerts here (repeatable; any apprise URL: ntfy://, slack://, tgram://, mailto://, "
             f"json://...; {settings.NOTIFY} adds more, space-separated): gave up, needs a login, a "
-            "usage-limit wait starts and ends, evicted, stalled. Example: --notify ntfys://ntfy.sh/my-topic",
+            "usage-limit wait starts and ends, evicted, stalled. A URL given here is in the process "
+            f"list (ps) for anyone on the machine: prefer {settings.NOTIFY} or notify in the config "
+            "file (waaah config). Example: --notify ntfys://ntfy.sh/my-topic",
         ),
     ] = None,
     metrics_port: Annotated[
@@ -384,6 +386,7 @@ def main() -> None:
     except WaaahError as err:
         print(f"waaah: {err}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
+    settings.take_private(os.environ)  # alert URLs: ours alone, never a child's
     app()
 
 

@@ -10,7 +10,7 @@ is defined here and nowhere else.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,9 +189,28 @@ def user_folder(env: Mapping[str, str], kind: str) -> Path:
     return Path(given) if given else Path(env.get("HOME") or "~").expanduser() / default
 
 
+#: Variables no child process may get (the agent, the MCP proxy, hooks, a CLI of `waaah run`,
+#: git): alert URLs hold tokens. The command line's entry takes them out of its own environment
+#: at the start (:func:`take_private`), so nothing we spawn inherits them.
+PRIVATE = (NOTIFY,)
+_TAKEN: dict[str, str] = {}
+
+
+def take_private(environ: MutableMapping[str, str]) -> None:
+    """Move the :data:`PRIVATE` variables out of ``environ`` (this process's), kept for us alone."""
+    for name in PRIVATE:
+        if name in environ:
+            _TAKEN[name] = environ.pop(name)
+
+
+def private(env: Mapping[str, str], name: str) -> str:
+    """A :data:`PRIVATE` variable: from ``env``, else as it was taken out at the start."""
+    return env.get(name) or _TAKEN.get(name, "")
+
+
 def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
     """--notify URLs, then those of the variable (space-separated), each once."""
-    urls = [*(flags or []), *env.get(NOTIFY, "").split()]
+    urls = [*(flags or []), *private(env, NOTIFY).split()]
     return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
 
 
