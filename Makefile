@@ -7,7 +7,7 @@ WORKFLOW ?= waaah-orc
 CLI_DIR := .cache/clis
 export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 
-.PHONY: run test lint unit runtime e2e clis clis-extra clis-old browser demo bench venv clean
+.PHONY: run test lint unit runtime e2e clis clis-extra clis-old browser systemd-tools image image-test demo bench venv clean
 
 venv: $(VENV)/.installed
 
@@ -27,7 +27,7 @@ run: venv
 	@WAAAH_VIA_MAKE=1 $(BIN)/waaah agent --start=$(AGENT) --as=$(WORKFLOW) $(ARGS)
 
 ## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
-test: venv lint clis clis-extra clis-old browser
+test: venv lint clis clis-extra clis-old browser systemd-tools
 	$(BIN)/python -m pytest
 
 lint: venv
@@ -38,7 +38,7 @@ lint: venv
 unit: venv
 	$(BIN)/python -m pytest tests/unit
 
-runtime: venv browser
+runtime: venv browser systemd-tools
 	$(BIN)/python -m pytest tests/runtime
 
 e2e: venv clis clis-extra clis-old
@@ -55,6 +55,19 @@ clis-extra:
 ## Debian's chromium, which the `waaah report --html` test opens headless (apt; needs root or sudo).
 browser:
 	@scripts/install_browser.sh
+
+## Debian's systemd tools (systemd-analyze, systemd-escape) the service tests read the units with (apt).
+systemd-tools:
+	@scripts/install_systemd_tools.sh
+
+## The container image (deploy/container/Containerfile) with buildah, its base from Debian's packages.
+## Minutes, and root: not part of `make test`.
+image:
+	scripts/build_image.sh
+
+## The image's entrypoint run from its own root file system (tests/image).
+image-test: venv image
+	WAAAH_IMAGE=$${WAAAH_IMAGE:-localhost/waaah-agent:dev} $(BIN)/python -m pytest tests/image -s
 
 ## Older releases of gemini and claude the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
 clis-old:

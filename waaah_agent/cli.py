@@ -25,6 +25,7 @@ from waaah_agent.cli_options import (
     _cli_args,
     _flag_only,
     _interactive_cli,
+    _log_format,
     _version,
 )
 from waaah_agent.cli_reading import replay, sessions, status
@@ -62,6 +63,7 @@ def agent(
         str,
         typer.Option(
             "--start",
+            envvar=settings.START,
             callback=_interactive_cli,
             metavar=f"[{'|'.join(adapters.names())}]",
             help="The agent CLI to run ('simulated' is a demo agent with no model; the "
@@ -72,6 +74,7 @@ def agent(
         str,
         typer.Option(
             "--as",
+            envvar=settings.WORKFLOW,
             help="The workflow to give the agent: .agent/workflows/NAME.md in the workspace, "
             f"else the bundled one. Example: --as={settings.DEFAULT_WORKFLOW}",
         ),
@@ -97,6 +100,7 @@ def agent(
         Path | None,
         typer.Option(
             "--workspace",
+            envvar=settings.WORKSPACE,
             help="Run the agent here (its git root). Default: the current directory. "
             "Example: --workspace ~/src/project",
         ),
@@ -211,9 +215,42 @@ def agent(
             metavar="URL",
             help="Send alerts here (repeatable; any apprise URL: ntfy://, slack://, tgram://, mailto://, "
             f"json://...; {settings.NOTIFY} adds more, space-separated): gave up, needs a login, a "
-            "usage-limit wait starts and ends, evicted, stalled. Example: --notify ntfys://ntfy.sh/my-topic",
+            "usage-limit wait starts and ends, evicted, stalled. A URL given here is in the process "
+            f"list (ps) for anyone on the machine: prefer {settings.NOTIFY} or notify in the config "
+            "file (waaah config). Example: --notify ntfys://ntfy.sh/my-topic",
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            envvar=settings.METRICS_PORT,
+            min=0,
+            max=65535,
+            metavar="PORT",
+            help="Serve /healthz, /readyz and /metrics (Prometheus) on this port (0: any free one, "
+            "named in the events); off by default. Example: --metrics-port 9464",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            "--metrics-host",
+            envvar=settings.METRICS_HOST,
+            help="The address --metrics-port listens on (0.0.0.0 in a container). Example: --metrics-host 0.0.0.0",
+        ),
+    ] = settings.METRICS_HOST_DEFAULT,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            envvar=settings.LOG_FORMAT,
+            metavar="[text|json]",
+            callback=_log_format,
+            help="Headless: text (a line a person reads per event) or json (every event as one JSON "
+            "object on stderr, as in events.jsonl, secrets masked). Example: --log-format json",
+        ),
+    ] = "text",
 ) -> None:
     """Run an agent CLI in a supervised terminal and give it its workflow.
 
@@ -265,8 +302,11 @@ def agent(
             max_cost=max_cost,
             tokens_every=from_env.tokens_every,
             log_roll=from_env.log_roll,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            log_format=log_format,
         )
-        return run_agent(options, env, default_console())
+        return run_agent(options, env, default_console(log_format))
 
     _exit(go)
 
@@ -346,6 +386,7 @@ def main() -> None:
     except WaaahError as err:
         print(f"waaah: {err}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
+    settings.take_private(os.environ)  # alert URLs: ours alone, never a child's
     app()
 
 

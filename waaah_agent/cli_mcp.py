@@ -90,6 +90,26 @@ def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
     _exit(go)
 
 
+@mcp_app.command()
+def settle() -> None:
+    """Carry back what gemini wrote in the per-run homes no running session holds (left by a
+    killed supervisor, or kept because something could not be carried), then remove them. A file
+    that differs from yours is put beside it (NAME.waaah-<home>). Exit 1 when one is still kept."""
+    from waaah_agent import adapters
+    from waaah_agent.runtime import homes
+    from waaah_agent.runtime.cli_home import PerRunHome
+
+    def go() -> int:
+        env = dict(os.environ)
+        givers = [a.mcp for a in adapters.registry().values() if isinstance(a.mcp, PerRunHome)]
+        notes = [note for giver in givers for note in giver.settle_leftovers(env, everything=True)]
+        for note in notes or [f"no home left to settle in {homes.homes_root(env)}"]:
+            print(f"waaah: {note}")
+        return 1 if homes.leftovers(env) else 0
+
+    _exit(go)
+
+
 def mcp_proxy(
     server: Annotated[
         str | None,

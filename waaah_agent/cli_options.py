@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 
 FORMATS = ("json", "text", "llm")
 CLI_ARGS = "waaah.cli_args"  # ctx.meta key: what came after `--`
@@ -131,6 +131,11 @@ def _any_clis(ctx: typer.Context, param: typer.CallbackParam, value: list[str] |
 
 def _format(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
     return _one_of(value, list(FORMATS))
+
+
+def _log_format(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """`waaah agent --log-format`: text or json."""
+    return _one_of(value, list(settings.LOG_FORMATS))
 
 
 def _flag_only(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:

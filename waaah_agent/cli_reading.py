@@ -24,10 +24,12 @@ def sessions(
     id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
     --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
     from waaah_agent.runtime import run_trees, runlog
+    from waaah_agent.runtime.private import check_state
     from waaah_agent.runtime.workspace import workspace_root
 
     def show() -> int:
         root = workspace_root(workspace)
+        check_state(root / ".waaah")  # someone else's state: one line, nothing of it shown
         run_trees.check_log_dir(root, write=False)  # WAAAH_LOG_DIR
         roots = runlog.tree(root)
         shown = json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots)
@@ -46,18 +48,22 @@ def status(
     """What the running (else the newest) session is doing now. Exit code 7 when there is none."""
     from waaah_agent.runtime import report
 
-    rows = report.reports_for(workspace or Path.cwd())
-    chosen = [r for r in rows if r.live] or rows[:1]
-    if not chosen:
-        print(
-            "waaah: no sessions in this workspace; start one with: waaah agent --start=gemini",
-            file=sys.stderr,
-        )
-        raise typer.Exit(ExitCode.NO_SESSION)
-    if as_json:
-        print(_masked(json.dumps([r.to_json() for r in chosen], indent=2)))
-    else:
-        print(_masked("\n\n".join(report.detail(r) for r in chosen)))
+    def show() -> int:
+        rows = report.reports_for(workspace or Path.cwd())
+        chosen = [r for r in rows if r.live] or rows[:1]
+        if not chosen:
+            print(
+                "waaah: no sessions in this workspace; start one with: waaah agent --start=gemini",
+                file=sys.stderr,
+            )
+            return ExitCode.NO_SESSION
+        if as_json:
+            print(_masked(json.dumps([r.to_json() for r in chosen], indent=2)))
+        else:
+            print(_masked("\n\n".join(report.detail(r) for r in chosen)))
+        return 0
+
+    _exit(show)
 
 
 def replay(

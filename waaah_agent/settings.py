@@ -10,7 +10,7 @@ is defined here and nowhere else.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,12 @@ BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a br
 LOG_DIR = "WAAAH_LOG_DIR"  # `waaah run`'s log folder, in place of <workspace>/.waaah/runs
 ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 PRICES = "WAAAH_PRICES"  # the price table file (--max-cost, costs in reports)
+START = "WAAAH_START"  # `waaah agent --start` (what a service's or a container's environment sets)
+WORKFLOW = "WAAAH_WORKFLOW"  # `waaah agent --as`
+WORKSPACE = "WAAAH_WORKSPACE"  # `waaah agent --workspace`
+METRICS_PORT = "WAAAH_METRICS_PORT"  # /healthz, /readyz and /metrics on this port (off by default)
+METRICS_HOST = "WAAAH_METRICS_HOST"  # ... on this address
+LOG_FORMAT = "WAAAH_LOG_FORMAT"  # headless: text (one line a person reads) or json (one object per event)
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -64,6 +70,8 @@ _BACKOFF = BackoffConfig()
 _MACHINE = MachineConfig(agent="", interactive=False)
 
 DEFAULT_SERVER_URL = "http://localhost:3456"
+METRICS_HOST_DEFAULT = "127.0.0.1"  # the metrics port answers this machine only unless told otherwise
+LOG_FORMATS = ("text", "json")
 DEFAULT_AGENT = "gemini"  # `waaah run` without --agent, --session or WAAAH_DEFAULT_AGENT
 DEFAULT_WORKFLOW = "waaah-orc"
 HEARTBEAT = _POLICY.heartbeat  # seconds idle at the prompt before a heartbeat prompt
@@ -185,9 +193,28 @@ def user_folder(env: Mapping[str, str], kind: str) -> Path:
     return Path(given) if given else Path(env.get("HOME") or "~").expanduser() / default
 
 
+#: Variables no child process may get (the agent, the MCP proxy, hooks, a CLI of `waaah run`,
+#: git): alert URLs hold tokens. The command line's entry takes them out of its own environment
+#: at the start (:func:`take_private`), so nothing we spawn inherits them.
+PRIVATE = (NOTIFY,)
+_TAKEN: dict[str, str] = {}
+
+
+def take_private(environ: MutableMapping[str, str]) -> None:
+    """Move the :data:`PRIVATE` variables out of ``environ`` (this process's), kept for us alone."""
+    for name in PRIVATE:
+        if name in environ:
+            _TAKEN[name] = environ.pop(name)
+
+
+def private(env: Mapping[str, str], name: str) -> str:
+    """A :data:`PRIVATE` variable: from ``env``, else as it was taken out at the start."""
+    return env.get(name) or _TAKEN.get(name, "")
+
+
 def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
     """--notify URLs, then those of the variable (space-separated), each once."""
-    urls = [*(flags or []), *env.get(NOTIFY, "").split()]
+    urls = [*(flags or []), *private(env, NOTIFY).split()]
     return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
 
 

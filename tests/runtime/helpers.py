@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -135,3 +136,28 @@ def pump_for(child: pexpect.spawn, seconds: float) -> None:
     """
     deadline = time.monotonic() + seconds
     pump_until(child, lambda: time.monotonic() >= deadline, seconds + 1)
+
+
+# -- `waaah service`: what systemd would read -----------------------------------------------------
+def instance_environment(env_file: Path) -> dict[str, str]:
+    """The variables an environment file sets, read by a POSIX shell (systemd.exec(5)'s rule)."""
+    out = subprocess.run(
+        ["sh", "-c", 'set -a; . "$1"; exec env -0', "sh", str(env_file)],
+        env={},
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return dict(item.split("=", 1) for item in out.split("\0") if item.startswith("WAAAH_"))
+
+
+def verify(template: Path, instance: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """systemd's own reading of an instance of the template (the user manager's view); `make test`
+    installs systemd-analyze (scripts/install_systemd_tools.sh)."""
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return subprocess.run(
+        ["systemd-analyze", "verify", "--user", str(template.parent / f"waaah@{instance}.service")],
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        capture_output=True,
+        text=True,
+    )

@@ -92,7 +92,7 @@ def test_unknown_options_and_stray_arguments_are_usage_errors(
     [
         (
             ("agent", "--start=nope"),
-            "Invalid value for '--start': 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode', 'simulated'",
+            "Invalid value for '--start' (env var: 'WAAAH_START'): 'nope' is not one of 'claude', 'codex', 'gemini', 'opencode', 'simulated'",
         ),
         (
             ("agent", "--start=simulated", "--heartbeat", "-5"),

@@ -57,7 +57,12 @@ def test_the_run_gets_the_user_s_folder_linked_and_its_settings_laid_over(user):
     assert os.readlink(run / "tmp") == str(folder / "tmp") and os.readlink(run / "projects.json")
     settings = json.loads((run / "settings.json").read_text())
     assert settings["ui"] == USER_SETTINGS["ui"] and settings["mcpServers"]["github"] == {"command": "gh"}
-    assert settings["mcpServers"]["waaah"]["env"]["WAAAH_API_KEY"] == "secret-key-123"
+    # The key is gemini's to fill in from its environment: no file of the home holds it.
+    assert settings["mcpServers"]["waaah"]["env"]["WAAAH_API_KEY"] == "${WAAAH_API_KEY}"
+    assert given.env["WAAAH_API_KEY"] == "secret-key-123"
+    assert not [
+        p for p in home.rglob("*") if p.is_file() and not p.is_symlink() and b"secret-key" in p.read_bytes()
+    ]
     assert settings["model"]["disableLoopDetection"] is True
     for private in (home, run):
         assert stat.S_IMODE(private.stat().st_mode) == 0o700
@@ -189,7 +194,8 @@ def test_settle_never_follows_or_removes_through_the_links(user):
 def test_a_damaged_manifest_carries_nothing_back_and_never_fails_the_start(user, damage):
     """The manifest of a home left behind is ours, but a disk, a crash or a hand can damage it:
     the next start carries nothing back from that home (one can't tell what came from where), the
-    user's folder stays as it was, and the session starts with a fresh home."""
+    user's folder stays as it was, that home is kept aside (what gemini wrote there is not lost)
+    and the session starts with a fresh home."""
     env, folder, session = user
     run = Path(GEMINI.give(env, SERVER, session, {}).env["GEMINI_CLI_HOME"]) / ".gemini"
     (run / "google_accounts.json").write_text('{"active": "me"}')  # a login gemini made in the run
@@ -200,3 +206,6 @@ def test_a_damaged_manifest_carries_nothing_back_and_never_fails_the_start(user,
     fresh = Path(given.env["GEMINI_CLI_HOME"]) / ".gemini"
     assert json.loads((fresh / "settings.json").read_text())["mcpServers"]["waaah"]
     assert json.loads((fresh.parent / MANIFEST).read_text())["user_folder"] == str(folder)
+    (kept,) = fresh.parent.parent.glob(f"{session.name}.kept-*")
+    assert json.loads((kept / ".gemini" / "google_accounts.json").read_text()) == {"active": "me"}
+    assert any(str(kept) in note for note in given.notes)

@@ -73,13 +73,25 @@ def test_merge_state_keeps_what_another_run_added_and_takes_the_run_s_values():
     ours = {"projects": {"/a": "a", "/c": "c"}, "v": 2}
     assert ho.merge_state(theirs, ours) == {"projects": {"/a": "a", "/b": "b", "/c": "c"}, "v": 2}
     assert ho.merge_state([1], {"x": 1}) == {"x": 1}
+    # A list (gemini's logs.json): the user's items, then the run's that are not among them.
+    assert ho.merge_state([{"m": 1}, {"m": 2}], [{"m": 2}, {"m": 3}]) == [{"m": 1}, {"m": 2}, {"m": 3}]
+
+
+def test_holds_says_whether_a_merged_file_kept_all_of_the_run_s():
+    ours = {"projects": {"/a": "a"}, "log": [1, 2]}
+    assert ho.holds(ho.merge_state({"projects": {"/b": "b"}, "log": [0]}, ours), ours)
+    assert not ho.holds({"projects": {"/b": "b"}, "log": [1, 2]}, ours)
+    assert not ho.holds({"projects": {"/a": "a"}, "log": [1]}, ours)
+    assert not ho.holds(None, ours) and ho.holds(3, 3)
 
 
 def test_settle_decisions():
     s = ho.settle
     assert s("settings.json", Kind.FILE, Kind.FILE, True, True) == Action.KEEP
     assert s("tmp", Kind.LINK, Kind.DIR, True, False) == Action.KEEP  # still our link
-    assert s("history", Kind.DIR, Kind.MISSING, False, False) == Action.MOVE
+    assert s("history", Kind.DIR, Kind.MISSING, False, False) == Action.DESCEND
+    assert s("tmp", Kind.DIR, Kind.DIR, False, False) == Action.DESCEND  # another run made one too
+    assert s("tmp/a/settings.json", Kind.FILE, Kind.MISSING, False, False) == Action.MOVE  # not ours
     assert s("projects.json", Kind.FILE, Kind.MISSING, False, False) == Action.MOVE
     assert s("projects.json", Kind.FILE, Kind.FILE, False, True) == Action.MERGE
     assert s("installation_id", Kind.FILE, Kind.FILE, True, False) == Action.REPLACE

@@ -7,7 +7,10 @@ it and every folder above it belong to root. So a run of gemini gets a home of i
 settings with this run's keys laid over them (:func:`overlay`). gemini writes some files by
 renaming a new one over the old name: that replaces our link with a file, and a file it
 creates lands in the run's home only. After each run, :func:`settle` says what to carry back,
-so the user's folder ends as gemini alone would have left it, without our keys.
+so the user's folder ends as gemini alone would have left it, without our keys. A folder gemini
+made is carried entry by entry (:data:`Action.DESCEND`): two runs that each made ``tmp/`` both
+have their conversations carried into the user's one. What cannot be carried (both sides changed
+a file that is not JSON) stays in the run's home, which is then kept, never removed.
 
 Pure: documents and descriptions in, documents and decisions out. runtime/cli_home.py does the
 file work.
@@ -99,14 +102,27 @@ def apply(document: dict[str, Any], found: Iterable[Change]) -> dict[str, Any]:
 
 def merge_state(theirs: Any, ours: Any) -> Any:
     """A state file gemini rewrote during the run, merged into the user's current one: objects
-    key by key (``projects.json`` keeps the projects another gemini added meanwhile), the run's
-    value wherever both hold one."""
+    key by key (``projects.json`` keeps the projects another gemini added meanwhile), lists as
+    the user's items then the run's that are not among them (``logs.json`` keeps the prompts of
+    both), the run's value wherever both hold one."""
     if isinstance(theirs, dict) and isinstance(ours, dict):
         merged = copy.deepcopy(theirs)
         for name, value in ours.items():
             merged[name] = merge_state(theirs.get(name, _MISSING), value)
         return merged
+    if isinstance(theirs, list) and isinstance(ours, list):
+        return copy.deepcopy(theirs) + [copy.deepcopy(item) for item in ours if item not in theirs]
     return copy.deepcopy(ours)
+
+
+def holds(whole: Any, part: Any) -> bool:
+    """Everything of ``part`` is in ``whole``: what a merge must leave in the user's file before
+    the run's copy may go (each key holding what it holds, each list item among the items)."""
+    if isinstance(whole, dict) and isinstance(part, dict):
+        return all(name in whole and holds(whole[name], value) for name, value in part.items())
+    if isinstance(whole, list) and isinstance(part, list):
+        return all(item in whole for item in part)
+    return bool(whole == part)
 
 
 class Kind(enum.Enum):
@@ -119,20 +135,24 @@ class Kind(enum.Enum):
 
 class Action(enum.Enum):
     KEEP = "keep"  # nothing to do
-    MOVE = "move"  # the user has none: move the run's entry there, link it back
+    MOVE = "move"  # the user has none: copy the run's file there (checked), link it back
+    DESCEND = "descend"  # a folder the run made: carry each of its entries, then link it back
     MERGE = "merge"  # both are JSON files: merge_state(theirs, ours) into the user's, link back
     REPLACE = "replace"  # the user's file is as it was when the run began: the run's replaces it
     LEAVE = "leave"  # both changed and cannot be merged: the user's stays, the run's is dropped
 
 
 def settle(name: str, in_run: Kind, in_user: Kind, user_unchanged: bool, both_json: bool) -> Action:
-    """What to do with one entry of the run's ``.gemini`` once the run is over.
+    """What to do with one entry of the run's ``.gemini`` once the run is over (``name``: its path
+    in that folder; only the top ``settings.json`` is the run's own).
 
     ``user_unchanged``: the user's entry is byte for byte what it was when the run's home was
     made (a rename of gemini's replaced our link to it). ``both_json``: both are files holding
     a JSON object."""
     if name == SETTINGS or in_run in (Kind.MISSING, Kind.LINK, Kind.OTHER):
         return Action.KEEP
+    if in_run == Kind.DIR and in_user in (Kind.MISSING, Kind.DIR):
+        return Action.DESCEND
     if in_user == Kind.MISSING:
         return Action.MOVE
     if in_run == Kind.FILE and in_user == Kind.FILE:

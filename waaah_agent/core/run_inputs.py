@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from waaah_agent.core import present
+from waaah_agent.core import names, present
 
 #: An agent file larger than this is refused.
 AGENT_FILE_CAP = 1024 * 1024
@@ -181,6 +181,8 @@ def pick_persona(agent: AgentFile | None, persona: str | None) -> str | None:
     chosen = persona or agent.front.get("persona") or None
     if chosen is None:
         return None
+    if refused := names.refusal("persona", str(chosen)):
+        raise InputError(refused)
     if chosen not in agent.personas:
         known = ", ".join(agent.personas) or "none: it has no '## persona: ID' sections"
         where = "--persona" if persona else "its front matter's persona"
@@ -307,6 +309,8 @@ def temperature_args(name: str, cli: CliInputs, temperature: float | None) -> tu
 def check_skill_name(skill: str) -> None:
     if not _SKILL.match(skill):
         raise InputError(f"invalid skill name '{skill}' (letters, digits, _ . : -)")
+    if refused := names.refusal("skill", skill):  # a..b: a name, never part of a path
+        raise InputError(refused)
 
 
 def skill_candidates(cli: CliInputs, skill: str) -> list[tuple[str, str]]:

@@ -3,17 +3,30 @@
 The session's events go to :meth:`Notifier.observe` (an observer of ``SessionDir.event``); an
 alert core/alerts.py picks and its rate limit admits is queued to a thread that sends it to
 every URL (desktop, ntfy, Slack, Telegram, email, webhooks: apprise's URL schemes). A URL that
-fails is logged once per alert, never raised; at the end the queue gets a few seconds to drain.
-The URLs often hold tokens: they are added to the session's redactor and never saved.
+fails is logged once per alert, never raised.
+
+Each alert is sent by a process of its own (``python -m waaah_agent.runtime.alerts``) that is
+ended at its deadline (:data:`ALERT_SECONDS` in all, however slowly an endpoint answers: a
+timeout per read would let an endpoint that trickles a byte a second hold it forever). At the
+end the queue gets :data:`DRAIN_SECONDS` in all, then what is still being sent is ended, so the
+supervisor's exit never waits on an endpoint. The URLs often hold tokens: they reach that
+process on its stdin (never its arguments or environment), are added to the session's redactor
+and never saved.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.alerts import Alert, RateLimit, Where, alert_for
@@ -22,6 +35,18 @@ from waaah_agent.errors import UsageError
 log = logging.getLogger(__name__)
 #: Seconds the queue gets to drain when the session ends.
 DRAIN_SECONDS = 10.0
+#: Seconds one alert may take to reach every URL, from the start of its sending to the end.
+ALERT_SECONDS = 10.0
+#: What the sending process gets of the environment: what apprise needs to reach a network
+#: (proxies, CA bundles) or a desktop (its session bus), nothing else.
+_SENDER_ENV = (
+    "PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy", "DISPLAY", "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR",
+)  # fmt: skip
+#: The largest alert the sending process reads from its stdin.
+_PAYLOAD_CAP = 1024 * 1024
 
 
 def _known_schemes() -> set[str]:
@@ -66,17 +91,20 @@ def check_urls(urls: Sequence[str]) -> list[str]:
 
 class Notifier:
     def __init__(
-        self, urls: Sequence[str], where: Where, clock: Callable[[], float] = time.monotonic
+        self,
+        urls: Sequence[str],
+        where: Where,
+        clock: Callable[[], float] = time.monotonic,
+        deadline: float = ALERT_SECONDS,
     ) -> None:
-        import apprise
-
         self.where = where
         self.clock = clock
         self.limit = RateLimit()
         self.sent: list[Alert] = []
-        self._apprise = apprise.Apprise()
-        for url in urls:
-            self._apprise.add(url)
+        self._urls = list(urls)
+        self._deadline = deadline
+        self._sending: subprocess.Popen[bytes] | None = None
+        self._closed = threading.Event()
         self._queue: queue.Queue[Alert | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="waaah-notify", daemon=True)
         self._thread.start()
@@ -92,15 +120,84 @@ class Notifier:
     def _run(self) -> None:
         while (alert := self._queue.get()) is not None:
             try:
-                ok = self._apprise.notify(title=alert.title, body=alert.body, notify_type=alert.level)
+                outcome = self._send(alert)
             except Exception as err:  # a notification service must never take the supervisor down
                 log.warning("notification %r failed: %s", alert.title, err)
                 continue
-            if ok:
+            if outcome == "sent":
                 self.sent.append(alert)
+            elif outcome == "late":
+                log.warning(
+                    "notification %r was stopped: not delivered within %g s", alert.title, self._deadline
+                )
             else:
                 log.warning("notification %r was not delivered to every --notify URL", alert.title)
 
+    def _send(self, alert: Alert) -> str:
+        """Send one alert through a process of its own, ended at the deadline: sent, failed, late."""
+        if self._closed.is_set():
+            return "late"
+        payload = {"urls": self._urls, "title": alert.title, "body": alert.body, "type": alert.level}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "waaah_agent.runtime.alerts"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # apprise's own words may quote a URL
+            env={k: v for k, v in os.environ.items() if k in _SENDER_ENV or k.startswith("LC_")},
+            cwd=Path(__file__)
+            .resolve()
+            .parents[2],  # this waaah, installed or not; never the workspace's files
+            start_new_session=True,
+        )
+        self._sending = proc
+        try:
+            proc.communicate(json.dumps(payload).encode(), timeout=self._deadline)
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            return "late"
+        finally:
+            self._sending = None
+        return "sent" if proc.returncode == 0 else "failed"
+
     def close(self, seconds: float = DRAIN_SECONDS) -> None:
+        """Let the queue drain for ``seconds`` at most, then end what is still being sent."""
         self._queue.put(None)
         self._thread.join(seconds)
+        self._closed.set()
+        sending = self._sending
+        if sending is not None:
+            _end(sending)
+        self._thread.join(1.0)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End the sending process we started (by its pid) and collect it."""
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        proc.wait(timeout=5)
+
+
+def _send_from_stdin() -> int:
+    """The sending process: one alert (JSON on stdin) to every URL; 0 when all took it."""
+    import signal
+
+    import apprise
+
+    signal.alarm(int(ALERT_SECONDS) + 2)  # never outlives its deadline, even if its parent is gone
+    logging.getLogger("apprise").setLevel(logging.CRITICAL)
+    try:
+        payload = json.loads(sys.stdin.buffer.read(_PAYLOAD_CAP))
+        urls, title, body, level = payload["urls"], payload["title"], payload["body"], payload["type"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return 2
+    sender = apprise.Apprise()
+    for url in urls:
+        sender.add(str(url))
+    ok = sender.notify(title=str(title), body=str(body), notify_type=str(level))
+    sys.stdout.flush()
+    os._exit(0 if ok else 1)  # nothing of apprise's to wait for at exit
+
+
+if __name__ == "__main__":
+    raise SystemExit(_send_from_stdin())

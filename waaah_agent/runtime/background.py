@@ -114,6 +114,7 @@ class ServerWatch(threading.Thread):
         self._halt.set()
 
 
+PING = "ping"  # the mailbox kind of /healthz asking the loop whether it answers (runtime/metrics.py)
 OWN = "own"  # the mailbox kind of a line of our own (a log record, a warning, a thread's failure)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from waaah_agent.core.breaker import Breaker, BreakerConfig, BreakerState, shaped
 from waaah_agent.core.redact import Redactor
+from waaah_agent.runtime.private import untrusted
 from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
 
@@ -57,6 +58,9 @@ class BreakerStore:
     def get(self, agent: str) -> Breaker:
         """The breaker as saved (closed when there is none, or what is there is not one)."""
         path = self.file(agent)
+        if why := untrusted(path) or untrusted(self.folder):  # someone else's: not used
+            self.warnings.append(why)
+            return Breaker(config=self.config)
         try:
             data = json.loads(read_capped(path, BREAKER_CAP, follow=False))
             if not shaped(data):

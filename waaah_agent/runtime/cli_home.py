@@ -7,22 +7,24 @@ folder (``$XDG_STATE_HOME/waaah-agent/homes/<session>``, 0700): its ``.gemini`` 
 entry of the user's ``.gemini`` (sessions, credentials, trusted folders, history: all the
 user's), and its ``settings.json`` is the user's settings with this run's keys over them (the
 waaah MCP server, loop detection off). The user's ``settings.json`` is never written for it.
+The WAAAH API key is not in that file: the entry names ``${WAAAH_API_KEY}``, which gemini fills
+in from its own environment when it reads its settings, so no file at rest ever holds the key.
 
-After each run of the CLI, :meth:`PerRunHome.settle` carries back what gemini itself changed:
-files it created or renamed over our links (``projects.json``, an OAuth token) and settings it
-changed (a login method chosen at its first start), so the user's folder ends as gemini alone
-would have left it (core/home_overlay.py decides). A supervisor killed before that leaves the
-home behind; the next start of the same session settles it first. At the end it is removed.
+After each run of the CLI, :meth:`PerRunHome.settle` carries back what gemini itself wrote:
+files it created or renamed over our links (``projects.json``, a conversation under ``tmp/``,
+an OAuth token) and settings it changed (a login method chosen at its first start), so the
+user's folder ends as gemini alone would have left it (core/home_overlay.py decides,
+runtime/home_carry.py carries, each file checked by content). The home is removed only when
+nothing of gemini's is left in it; otherwise it is kept and named (the log, `waaah status`,
+`waaah doctor`). The supervisor holds a lock on its home while it lives (runtime/homes.py): a
+home left by a killed supervisor is settled by the next start of any session.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import shutil
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,7 +33,9 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.core import home_overlay, mcpconf
-from waaah_agent.core.home_overlay import SETTINGS, Action, Kind
+from waaah_agent.core.home_overlay import SETTINGS
+from waaah_agent.runtime import home_carry, homes
+from waaah_agent.runtime.homes import MANIFEST, SETTLE_COMMAND, homes_root
 from waaah_agent.runtime.mcp_setup import (
     PROXY_COMMAND,
     ConfigRefused,
@@ -43,17 +47,12 @@ from waaah_agent.runtime.mcp_setup import (
     read_json,
     rewrite_config,
 )
-from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
 
-MANIFEST = "waaah-home.json"
-#: Files larger than this are not compared or merged, only moved (a state file is small).
-STATE_FILE_CAP = 4 * 1024 * 1024
+__all__ = ["MANIFEST", "KEY_REFERENCE", "PerRunHome", "homes_root"]
 
-
-def homes_root(env: Mapping[str, str]) -> Path:
-    """Where run homes live: the user's state folder, never inside a workspace."""
-    return settings.user_folder(env, "state") / "waaah-agent" / "homes"
+#: What the run's settings hold in place of the API key: gemini fills it in from its environment.
+KEY_REFERENCE = "${" + settings.API_KEY + "}"
 
 
 @dataclass(frozen=True)
@@ -86,22 +85,37 @@ class PerRunHome:
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
     ) -> Given:
         home = self.run_home(env, session_dir)
-        notes = self.settle(home) if home.exists() else []
+        notes = self.settle_leftovers(env, skip=home)
         user = self.user_folder(env)
         current = read_config(user / SETTINGS)  # refuses a damaged file with one line
-        keys: dict[tuple[str, ...], Any] = {
-            ("mcpServers", mcpconf.NAME): self.entry(PROXY_COMMAND, server.url, server.api_key)
-        }
+        entry = self.entry(PROXY_COMMAND, server.url, server.api_key)
+        run_env = {self.home_var: str(home)}
+        if server.api_key and isinstance(entry.get("env"), dict):
+            entry["env"][settings.API_KEY] = KEY_REFERENCE  # the key itself: gemini's environment
+            run_env[settings.API_KEY] = server.api_key
+        keys: dict[tuple[str, ...], Any] = {("mcpServers", mcpconf.NAME): entry}
         keys.update(self.run_settings)
         written = home_overlay.overlay(current.data, keys)
         try:
-            _remove(home)
-            folder = home / self.folder
-            for private in (home.parent.parent, home.parent, home, folder):
+            for private in (home.parent.parent, home.parent):
                 _private(private)
-            snapshot = _link_all(user, folder)
+            if home.exists() or home.is_symlink():
+                notes += self._earlier(home)  # this session's own, left by an earlier start
+            home.mkdir(mode=0o700)
+            homes.hold(home)
+            folder = home / self.folder
+            manifest: dict[str, Any] = {
+                "user_folder": str(user),
+                "session": session_dir.name,
+                "workspace": str(session_dir.parent.parent.parent),
+                "owner": {"pid": os.getpid(), "started": self.now().isoformat(timespec="seconds")},
+                "snapshot": {},
+                "written": written,
+            }
+            atomic_write(home / MANIFEST, json.dumps(manifest) + "\n", 0o600)
+            _private(folder)
+            manifest["snapshot"] = home_carry.link_all(user, folder, SETTINGS)
             atomic_write(folder / SETTINGS, json.dumps(written, indent=2) + "\n", 0o600)
-            manifest = {"user_folder": str(user), "snapshot": snapshot, "written": written}
             atomic_write(home / MANIFEST, json.dumps(manifest) + "\n", 0o600)
         except OSError as err:
             raise ConfigRefused(
@@ -109,17 +123,36 @@ class PerRunHome:
                 "free space or fix the permissions of that folder, then start again (or start with --no-mcp)",
             ) from err
         notes.append(f"gave this run the waaah MCP server ({server.url}) in {folder / SETTINGS}")
-        return Given(notes, [], {self.home_var: str(home)})
+        return Given(notes, [], run_env)
+
+    def _earlier(self, home: Path) -> list[str]:
+        """Settle the home an earlier start of this session left; set it aside if it still
+        holds something (a fresh one is made for this start)."""
+        if home.is_symlink() or not home.is_dir():
+            home_carry.remove(home)
+            return []
+        homes.hold(home)  # waits while another start settles it
+        try:
+            if not home.exists():
+                return []  # that start settled it
+            notes, left = self._carry_all(home, None)
+            if not left:
+                home_carry.remove(home)
+                return notes
+            aside = home.with_name(f"{home.name}.kept-{self.now().strftime('%Y%m%d-%H%M%S')}")
+            os.rename(home, aside)
+            self._keep(aside, left, notes)
+            return notes
+        finally:
+            homes.release(home)
 
     def settle(self, home: Path) -> list[str]:
         """Carry back to the user's folder what the CLI changed in the run's; notes for the user."""
-        try:
-            manifest = json.loads(read_capped(home / MANIFEST, STATE_FILE_CAP))
-            user = Path(manifest["user_folder"])
-            snapshot: dict[str, str] = dict(manifest.get("snapshot") or {})
-            written: dict[str, Any] = manifest["written"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return []  # not a home we made, or made before its manifest: nothing to carry
+        data = homes.manifest(home) or {}
+        user, snapshot, written = data.get("user_folder"), data.get("snapshot") or {}, data.get("written")
+        if not isinstance(user, str) or not isinstance(snapshot, dict) or not isinstance(written, dict):
+            return []  # not a home we made, or its manifest is damaged: nothing is carried (it is kept)
+        user = Path(user)
         folder = home / self.folder
         notes: list[str] = []
         try:
@@ -129,64 +162,104 @@ class PerRunHome:
         for name in entries:
             if name == SETTINGS:
                 continue
-            with contextlib.suppress(OSError):
-                note = self._settle_one(folder / name, user / name, snapshot.get(name))
-                if note:
-                    notes.append(note)
-        now = _json_object(folder / SETTINGS)
-        if now is not None and now != written:
+            try:
+                notes += home_carry.carry(
+                    folder / name, user / name, name, {str(k): str(v) for k, v in snapshot.items()}
+                )
+            except OSError as err:
+                notes.append(f"could not carry {name} back to {user} ({err.strerror or err})")
+        now = home_carry.json_value(folder / SETTINGS)
+        if isinstance(now, dict) and now != written:
             found = home_overlay.changes(written, now, [("mcpServers", mcpconf.NAME), *self.run_settings])
             if found:
                 current = read_config(user / SETTINGS)
                 new = home_overlay.apply(current.data, found)
                 if new != current.data:
                     notes += rewrite_config(current, new, current.mode or 0o600, self.now())
-            manifest["written"] = now
-            atomic_write(home / MANIFEST, json.dumps(manifest) + "\n", 0o600)
+            data["written"] = now
+            atomic_write(home / MANIFEST, json.dumps(data) + "\n", 0o600)
+        _scrub_key(home, self.folder)
         return notes
-
-    def _settle_one(self, ours: Path, theirs: Path, snap: str | None) -> str:
-        in_run, in_user = _kind(ours, follow=False), _kind(theirs, follow=True)
-        both = None
-        if in_run == Kind.FILE and in_user == Kind.FILE:
-            mine, other = _json_object(ours), _json_object(theirs)
-            both = (other, mine) if mine is not None and other is not None else None
-        unchanged = snap is not None and in_user == Kind.FILE and _digest(theirs) == snap
-        action = home_overlay.settle(ours.name, in_run, in_user, unchanged, both is not None)
-        target = Path(os.path.realpath(theirs))
-        if action == Action.MOVE:
-            _private(theirs.parent)
-            shutil.move(str(ours), str(theirs))
-        elif action == Action.MERGE and both is not None:
-            merged = home_overlay.merge_state(*both)
-            atomic_write(target, json.dumps(merged, indent=2) + "\n", _mode(target))
-            ours.unlink()
-        elif action == Action.REPLACE:
-            _copy_over(ours, target)
-            ours.unlink()
-        elif action == Action.LEAVE:
-            return f"kept your {theirs}: this run's own {ours.name} differed and is left in {ours.parent}"
-        else:
-            return ""
-        os.symlink(theirs, ours)
-        return ""
 
     def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
         home = self.run_home(env, session_dir)
         return self.settle(home) if home.exists() else []
 
     def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        """The session is over: settle its home, then remove it (kept when settling failed)."""
+        """The session is over: settle its home, then remove it; kept (and named) while anything
+        gemini wrote there could not be carried back."""
         home = self.run_home(env, session_dir)
-        if not home.exists():
-            return []
+        try:
+            if not home.exists():
+                return []
+            notes, left = self._carry_all(home, None)
+            if not left:
+                with contextlib.suppress(OSError):
+                    home_carry.remove(home)
+                return notes
+            self._keep(home, left, notes)
+            return notes
+        finally:
+            homes.release(home)
+
+    def settle_leftovers(
+        self, env: Mapping[str, str], skip: Path | None = None, everything: bool = False
+    ) -> list[str]:
+        """Settle the homes no live supervisor holds (``skip``: this start's own): carried back,
+        then removed; kept and named while something stays. Homes of earlier releases (their
+        manifests name no owner) only with ``everything`` (`waaah mcp settle`), which also puts
+        what conflicts beside the user's file (``NAME.waaah-<home>``)."""
+        notes: list[str] = []
+        for left in homes.leftovers(env):
+            if left.path == skip or not (left.owned or everything):
+                continue
+            if left.kept and not everything:
+                continue  # tried at its end; named by status and doctor until settled by hand
+            fd = homes.claim(left.path)
+            if fd is None:
+                continue
+            try:
+                found, rest = self._carry_all(left.path, self.user_folder(env) if everything else None)
+                if rest:
+                    self._keep(left.path, rest, found)
+                else:
+                    home_carry.remove(left.path)
+                    found.append(
+                        f"settled {left.path}, left by session {left.session}: carried back and removed"
+                    )
+                notes += found
+            except OSError as err:
+                notes.append(
+                    f"could not settle {left.path} ({err.strerror or err}); {SETTLE_COMMAND} tries again"
+                )
+            finally:
+                os.close(fd)
+        return notes
+
+    def _carry_all(self, home: Path, beside: Path | None) -> tuple[list[str], list[str]]:
+        """Settle ``home``; the notes, and what is still only in it (``beside``: the user's
+        folder, where a file that conflicts is put beside its namesake)."""
+        unsettled = []
         try:
             notes = self.settle(home)
         except (OSError, ConfigRefused) as err:
-            return [f"kept {home}: what gemini changed in it could not be carried back ({err})"]
+            notes = [f"could not carry what gemini changed in {home} back ({err})"]
+            unsettled = [f"{self.folder}/{SETTINGS}"]  # its changes to the settings, maybe
+        left = _left(home, self.folder) + unsettled
+        if beside is not None and left:
+            notes += _put_beside(home / self.folder, beside, home.name, left)
+            left = _left(home, self.folder) + unsettled
+        return notes, left
+
+    def _keep(self, home: Path, left: list[str], notes: list[str]) -> None:
         with contextlib.suppress(OSError):
-            _remove(home)
-        return notes
+            _scrub_key(home, self.folder)
+            data = homes.manifest(home) or {}
+            data["kept"] = (
+                f"{len(left)} file(s) gemini wrote there could not be carried back ({', '.join(left[:3])})"
+            )
+            atomic_write(home / MANIFEST, json.dumps(data) + "\n", 0o600)
+        notes.append(_kept_line(home, left))
 
     def doctor(self, env: Mapping[str, str]) -> Finding:
         where = self.user_folder(env) / SETTINGS
@@ -204,79 +277,61 @@ class PerRunHome:
         )
 
 
+def _kept_line(home: Path, left: list[str]) -> str:
+    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    return (
+        f"kept {home}: what gemini wrote there is not all carried back ({shown}); "
+        f"{SETTLE_COMMAND} carries it back (a file that differs from yours goes beside it)"
+    )
+
+
+def _left(home: Path, folder: str) -> list[str]:
+    """What only the home holds: every file of gemini's but the run's settings and our manifest."""
+    ours = (MANIFEST, f"{folder}/{SETTINGS}")
+    temporary = (f".{MANIFEST}.", f"{folder}/.{SETTINGS}.")  # an atomic write cut short
+    return [rel for rel in home_carry.uncarried(home) if rel not in ours and not rel.startswith(temporary)]
+
+
+def _put_beside(folder: Path, user: Path, tag: str, left: list[str]) -> list[str]:
+    """Each file only the run's folder holds copied to the user's (checked), then dropped: in
+    its place when the user has none there, else beside it."""
+    notes = []
+    prefix = f"{folder.name}/"
+    for rel in left:
+        if not rel.startswith(prefix) or rel == f"{prefix}{SETTINGS}":
+            continue
+        inner = rel[len(prefix) :]
+        ours, target = folder / inner, user / inner
+        conflict = os.path.lexists(target)
+        if conflict:
+            target = user / f"{inner}.waaah-{tag}"
+        try:
+            home_carry.private_folder(target.parent)
+            home_carry.place(ours, target)
+            ours.unlink()
+            if conflict:
+                notes.append(f"this run's {inner} differed from yours: put beside it as {target}")
+        except OSError as err:
+            notes.append(f"could not put this run's {inner} beside yours ({err.strerror or err})")
+    return notes
+
+
+def _scrub_key(home: Path, folder: str) -> None:
+    """No key at rest in a home: an API key in the run's entry (one written by an earlier
+    release, or filled in by gemini) is put back as the reference."""
+    for path, inner in ((home / folder / SETTINGS, ()), (home / MANIFEST, ("written",))):
+        data = home_carry.json_value(path)
+        if not isinstance(data, dict):
+            continue
+        node: Any = data
+        for name in (*inner, "mcpServers", mcpconf.NAME, "env"):
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(settings.API_KEY) not in (None, KEY_REFERENCE):
+            node[settings.API_KEY] = KEY_REFERENCE
+            atomic_write(path, json.dumps(data, indent=2) + "\n", 0o600)
+
+
 def _private(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         os.chmod(folder, 0o700)
-
-
-def _remove(home: Path) -> None:
-    """Remove a run's home: its links are unlinked, never followed."""
-    if home.is_symlink() or home.is_file():
-        home.unlink()
-    elif home.exists():
-        shutil.rmtree(home)
-
-
-def _link_all(user: Path, folder: Path) -> dict[str, str]:
-    """Link every entry of the user's folder but the settings; the digests of its small files."""
-    snapshot: dict[str, str] = {}
-    try:
-        names = sorted(os.listdir(user))
-    except FileNotFoundError:
-        return snapshot
-    for name in names:
-        if name == SETTINGS:
-            continue
-        os.symlink(user / name, folder / name)
-        digest = _digest(user / name)
-        if digest:
-            snapshot[name] = digest
-    return snapshot
-
-
-def _kind(path: Path, follow: bool) -> Kind:
-    try:
-        info = os.stat(path) if follow else os.lstat(path)
-    except OSError:
-        return Kind.MISSING
-    if stat.S_ISLNK(info.st_mode):
-        return Kind.LINK
-    if stat.S_ISREG(info.st_mode):
-        return Kind.FILE
-    return Kind.DIR if stat.S_ISDIR(info.st_mode) else Kind.OTHER
-
-
-def _digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(read_capped(path, STATE_FILE_CAP)).hexdigest()
-    except (OSError, UnsafeFile):
-        return ""
-
-
-def _json_object(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(read_capped(path, STATE_FILE_CAP))
-    except (OSError, UnsafeFile, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _mode(path: Path) -> int:
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o600
-
-
-def _copy_over(source: Path, target: Path) -> None:
-    """Replace ``target`` with a copy of ``source`` at once (a file beside it, renamed over it)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(source, tmp, follow_symlinks=False)
-        os.chmod(tmp, _mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise

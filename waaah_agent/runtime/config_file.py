@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from waaah_agent import settings
 from waaah_agent.core.config import KEYS, ConfigProblem, parse
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
@@ -71,7 +72,11 @@ def shown(env: MutableMapping[str, str]) -> list[dict[str, str]]:
     """Each key: its value now and where it came from (the environment, the config file, the default)."""
     rows = []
     for name, key in KEYS.items():
-        value = env.get(key.variable, "")
+        value = (
+            settings.private(env, key.variable)
+            if key.variable in settings.PRIVATE
+            else env.get(key.variable, "")
+        )
         source = "config file" if key.variable in FROM_CONFIG else ("environment" if value else "default")
         if name == "notify" and value:
             value = " ".join(url.split("://", 1)[0] + "://..." for url in value.split())  # tokens stay out

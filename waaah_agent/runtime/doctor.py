@@ -66,7 +66,23 @@ def run_checks(
     checks.append(check_workflow(workflow, root or workspace))
     checks.append(check_writable(root or workspace))
     checks.append(check_leftovers(root or workspace))
+    checks.append(check_homes(env))
     return checks
+
+
+def check_homes(env: Mapping[str, str]) -> Check:
+    """Per-run homes no running session holds: what the CLI wrote there is not back yet."""
+    from waaah_agent.runtime import homes
+
+    found = homes.leftovers(env)
+    if not found:
+        return Check("per-run homes", "ok", "none left behind")
+    return Check(
+        "per-run homes",
+        "warn",
+        "left behind, holding what the CLI wrote there: " + "; ".join(homes.describe(f) for f in found),
+        f"carry it back and remove them with: {homes.SETTLE_COMMAND}",
+    )
 
 
 def check_leftovers(workspace: Path) -> Check:
@@ -259,11 +275,19 @@ def check_workflow(workflow: str, workspace: Path) -> Check:
         found = find_workflow(workflow, workspace)
     except WorkflowNotFound as err:
         return Check("workflow", "fail", str(err), f"create .agent/workflows/{workflow}.md")
+    except UsageError as err:  # a name that is a path
+        return Check("workflow", "fail", str(err), "give the workflow's name with --as")
     return Check("workflow", "ok", f"{found.name} ({found.path})")
 
 
 def check_writable(workspace: Path) -> Check:
     folder = workspace / ".waaah"
+    from waaah_agent.runtime.private import STATE_FOLDERS, untrusted
+
+    for path in (folder, *(folder / name for name in STATE_FOLDERS)):
+        if why := untrusted(path):  # never tightened here: what is in it may be someone else's
+            fix = why.split("; ", 1)[-1]
+            return Check(".waaah writable", "fail", why.split("; ", 1)[0], fix)
     try:
         private_dir(folder)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):

@@ -32,6 +32,7 @@ class Console:
     interactive: bool
     ask: Callable[[str], str]
     say: Callable[[str], None]
+    events_as_json: bool = False  # headless --log-format json: each event printed as its record
 
 
 def _short(value: Any, size: int = 160) -> str:

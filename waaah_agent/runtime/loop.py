@@ -25,7 +25,7 @@ from waaah_agent.core import events as ev
 from waaah_agent.core.detect import ScreenRules, read
 from waaah_agent.core.machine import Machine
 from waaah_agent.core.termanswers import TerminalAnswers
-from waaah_agent.runtime.background import OWN, Mailbox, record_own
+from waaah_agent.runtime.background import OWN, PING, Mailbox, record_own
 from waaah_agent.runtime.child import AgentProcess
 from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.link import LINK, record_link
@@ -318,6 +318,8 @@ class Supervisor:
                 record_own(message, self.logs, self.session)
             elif message.kind == LINK:
                 record_link(message, self.logs, self.session)
+            elif message.kind == PING:  # /healthz: the loop is alive (runtime/metrics.py)
+                data["answer"]()
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:

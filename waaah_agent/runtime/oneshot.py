@@ -18,7 +18,7 @@ from typing import IO
 
 from waaah_agent import settings
 from waaah_agent.core import failures as F
-from waaah_agent.core import models
+from waaah_agent.core import models, names
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.run_budget import RunBudget, needs_prices
@@ -33,6 +33,7 @@ from waaah_agent.runtime import (
     runlog,
 )
 from waaah_agent.runtime.headless import Interrupted
+from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.run_attempts import Chain, pick
 from waaah_agent.runtime.run_io import (
     InvalidPrompt,
@@ -50,7 +51,15 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     deadline = started + opts.timeout
     if opts.stream and opts.format != "json":
         raise UsageError(f"--stream prints JSON lines: it needs --format json, not --format {opts.format}")
+    for flag, given in (
+        ("--session", opts.session),
+        ("--resume", opts.resume),
+        ("--resume-tree", opts.resume_tree),
+    ):
+        if given is not None and (refused := names.refusal(f"{flag} id", given.strip())):
+            raise UsageError(refused)  # an id names a log file and goes to the CLI as an argument
     workspace = workspace_root(opts.workspace)
+    check_state(workspace / ".waaah")  # runs and sessions someone else could have planted: not read
     run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []

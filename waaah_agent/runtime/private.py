@@ -2,14 +2,23 @@
 
 An agent's routine ``git add -A`` must not pick up logs, session state or run logs, and other
 users on the machine must not read them: they hold the night's whole screen.
+
+Nor may anyone else's file steer the agent: in a workspace shared with other users, a
+``.waaah/`` someone else made (or one anyone can write) could hold a session planted to be
+resumed with their arguments and their queued prompts. State is trusted only when this user
+owns it and no one else can write it (:func:`untrusted`); otherwise one line names the fix and
+nothing of it is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 from typing import IO
+
+from waaah_agent.errors import UsageError
 
 ROOT = ".waaah"
 GITIGNORE = "# Written by waaah: nothing in this folder belongs in git.\n*\n"
@@ -34,6 +43,58 @@ def private_dir(path: Path) -> Path:
                 break
             _tighten(folder)
     return path
+
+
+#: The folders of ``.waaah/`` that hold state a command reads back.
+STATE_FOLDERS = ("sessions", "locks", "logs", "runs")
+
+
+def untrusted(path: Path) -> str | None:
+    """Why ``path`` must not be trusted (someone else owns it, or someone else can write it), as
+    one line with the fix; None when it is this user's alone, or not there. A symlink is
+    judged with what it points to."""
+    try:
+        link = os.lstat(path)
+        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # not there: what needs it says so
+    except OSError as err:
+        return f"{path} cannot be checked ({err.strerror}); fix it or move it aside"
+    me = os.geteuid()
+    for owner in (link.st_uid, info.st_uid):
+        if owner != me:
+            return (
+                f"{path} belongs to another user (uid {owner}), so nothing in it is used; "
+                f"move it aside (mv {path} {path}.untrusted) or ask its owner to remove it"
+            )
+    if info.st_mode & 0o022 and not _read_only(path):
+        return (
+            f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o}), so nothing in it "
+            f"is used; check what is in it, then: chmod go-w {path}"
+        )
+    return None
+
+
+def _read_only(path: Path) -> bool:
+    """On a file system mounted read-only, where nobody can write whatever its mode says."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_state(waaah_dir: Path) -> None:
+    """Refuse (one line, exit 2) a ``.waaah/`` or one of its state folders that is not this
+    user's alone."""
+    for path in (waaah_dir, *(waaah_dir / name for name in STATE_FOLDERS)):
+        if why := untrusted(path):
+            raise UsageError(why)
+
+
+def trusted_session(state_file: Path) -> bool:
+    """A session's ``session.json``, its folder, ``sessions/`` and ``.waaah/``: all this user's alone."""
+    folder = state_file.parent
+    return not any(untrusted(p) for p in (folder.parent.parent, folder.parent, folder, state_file))
 
 
 def open_append(path: Path) -> IO[str]:

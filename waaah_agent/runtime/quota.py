@@ -14,6 +14,7 @@ from typing import Any
 
 from waaah_agent.core import quota as Q
 from waaah_agent.runtime.breakers import state_dir
+from waaah_agent.runtime.private import untrusted
 from waaah_agent.runtime.report import last_events
 from waaah_agent.runtime.safe_read import read_capped
 from waaah_agent.runtime.store import SessionStore, atomic_write, event_time
@@ -42,6 +43,8 @@ def record(agent: str, reset_at: datetime | None, seen_at: datetime, source: str
 
 def from_runs(agent: str) -> Q.LimitSeen | None:
     """What `waaah run` last noted for ``agent``; whatever else is in the file counts as nothing."""
+    if untrusted(folder()) or untrusted(folder() / f"{agent}.json"):
+        return None  # someone else's (or anyone's) note: not used
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(read_capped(folder() / f"{agent}.json", QUOTA_CAP, follow=False))
         if isinstance(data, dict):

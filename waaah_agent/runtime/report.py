@@ -5,11 +5,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from waaah_agent.runtime import reaper
+from waaah_agent.runtime import homes, reaper
+from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.workspace import git_root
@@ -39,6 +40,7 @@ class SessionReport:
     nudges: int = 0
     first_prompt: str = ""
     first_task: str = ""
+    homes: list[str] = field(default_factory=list)  # its per-run homes left behind (runtime/homes.py)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -76,12 +78,15 @@ def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
 def reports_for(folder: Path) -> list[SessionReport]:
     """The sessions of the workspace ``folder`` is in (its git root, else itself)."""
     start = folder.resolve()
-    return reports(git_root(start) or start)
+    workspace = git_root(start) or start
+    check_state(workspace / ".waaah")  # someone else's state: one line, nothing of it shown
+    return reports(workspace)
 
 
 def reports(workspace: Path) -> list[SessionReport]:
     store = SessionStore(workspace / ".waaah" / "sessions")
     found = []
+    left = homes.leftovers(os.environ)  # the per-run homes of this user no supervisor holds
     for state in store.all_states():
         folder = store.root / state.id
         events = last_events(folder / "events.jsonl")
@@ -114,6 +119,7 @@ def reports(workspace: Path) -> list[SessionReport]:
                 nudges=state.nudges,
                 first_prompt=state.first_prompt,
                 first_task=state.first_task,
+                homes=[] if live else [str(h.path) for h in left if h.session == state.id],
             )
         )
     return sorted(found, key=lambda r: r.last_activity, reverse=True)
@@ -180,6 +186,11 @@ def detail(r: SessionReport) -> str:
             f"cached {r.tokens.get('cached', 0):,}",
             f"last event   {r.last_activity} {r.last_event}",
             f"log          {r.log_path}",
+            *(
+                f"kept home    {home}: what {r.agent} wrote there is not all carried back; "
+                f"{homes.SETTLE_COMMAND} carries it back"
+                for home in r.homes
+            ),
             *(
                 [
                     f"leftovers    still running after its supervisor was killed: {reaper.describe(r.leftovers)}",

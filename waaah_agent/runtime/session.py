@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
@@ -35,12 +35,13 @@ from waaah_agent.core.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.tokens import Usage, file_totals, model_totals, record_file, record_models
+from waaah_agent.core.vitals import Snapshot, epoch
 from waaah_agent.errors import (
     CliNotFound,
     LoginRequired,
     UsageError,
 )
-from waaah_agent.runtime import clis, key_file, link, mcp_setup, price_file, reaper, releases, report
+from waaah_agent.runtime import clis, jsonlog, key_file, link, mcp_setup, price_file, reaper, releases, report
 from waaah_agent.runtime.alerts import Notifier, check_urls
 from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch, record_own
 from waaah_agent.runtime.child import AgentProcess
@@ -85,6 +86,9 @@ from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 from waaah_agent.tool_http import ToolServer
 
+if TYPE_CHECKING:
+    from waaah_agent.runtime import metrics
+
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
     adapter = pick_adapter(opts.start)
@@ -101,6 +105,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         refuse_other_workspace(store, opts.resume_id, workspace)
     if opts.max_cost is not None:  # no price table: one line now, not a budget never reached
         opts = replace(opts, prices=price_file.required(env, "--max-cost"))
+    elif opts.metrics_port is not None:  # waaah_cost_usd_total, where the user prices the models
+        opts = replace(opts, prices=price_file.load(env)[0] or None)
     if (opts.max_tokens or opts.max_cost) and adapter.tokens is None:
         console.say(
             f"warning: waaah does not read {adapter.name}'s token usage, so --max-tokens and --max-cost "
@@ -118,6 +124,8 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
         session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
         session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
         session.redact.add(opts.api_key)
+        if console.events_as_json:  # --log-format json: every event from here on, on stderr
+            session.observers.append(jsonlog.event)
         state.options = options_record(opts, workflow, session.redact)
         state.cli_release = release
         claim.note(state.id)
@@ -236,6 +244,7 @@ def supervise(
         max_bytes=opts.log_roll,
     )
     mailbox = Mailbox()
+    vitals = serve_vitals(opts, adapter, workflow, state, plan, mailbox, session, logs)
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()
     session_link = start_link(plan, env, session, state, mailbox)
@@ -288,6 +297,8 @@ def supervise(
         for note in carry_back(adapter, env, session, plan, final=True):
             console.say(note)
         plan.settled = True
+        if vitals is not None:
+            vitals.close()
         if watch is not None:
             watch.stop()
         if session_link is not None:
@@ -328,6 +339,42 @@ def start_link(
         session.event("link", error=f"could not serve {path}: {err.strerror or err}")
         return None
     return found
+
+
+def serve_vitals(
+    opts: AgentOptions,
+    adapter: Adapter,
+    workflow: Workflow,
+    state: SessionState,
+    plan: McpPlan,
+    mailbox: Mailbox,
+    session: SessionDir,
+    logs: SessionLogs,
+) -> metrics.MetricsServer | None:
+    """With --metrics-port: /healthz, /readyz and /metrics (runtime/metrics.py, imported with the
+    Prometheus client only then), fed every event of the session from here on."""
+    if opts.metrics_port is None:
+        return None
+    from waaah_agent.runtime import metrics
+
+    down = plan.server is not None and not plan.healthy
+    start = Snapshot(
+        adapter.name,
+        workflow.name,
+        state.id,
+        paused=state.paused,
+        server_down=(plan.health or "unreachable") if down else "",
+        limit_until=epoch(state.limit_until),
+    )
+    try:
+        server = metrics.for_session(opts.metrics_host, opts.metrics_port, start, mailbox, session)
+    except UsageError:
+        mailbox.close()
+        logs.close()
+        raise
+    if server is not None:
+        session.event("metrics", host=opts.metrics_host, port=server.port)
+    return server
 
 
 def start_alerts(
@@ -393,7 +440,7 @@ def keep_record(session: SessionDir, state: SessionState, console: Console) -> N
             session.save(state)
 
     session.observers.append(count)
-    if not console.interactive:
+    if not console.interactive and not console.events_as_json:
 
         def say(event: dict[str, Any]) -> None:
             line = headless_line(event)
@@ -526,19 +573,21 @@ class Run:
         if self.learn_session():
             delay = min(delay, 2.0)  # until the CLI's own session id is known: often
         limit, cost_limit = self.opts.max_tokens, self.opts.max_cost
-        if limit is None and cost_limit is None:
+        if limit is None and cost_limit is None and self.opts.metrics_port is None:
             return delay
         now = time.monotonic()
         if now >= self.tokens_due:
             self.tokens_due = now + self.opts.tokens_every
             before = dict(self.state.tokens)
             self.update_tokens(quiet=True)
+            cost = self.cost()
             if self.state.tokens != before:
+                priced = {} if cost is None else {"cost_usd": round(cost, 6)}
                 self.session.event(
-                    "tokens", **self.state.tokens, models=model_totals(self.state.token_models)
+                    "tokens", **self.state.tokens, **priced, models=model_totals(self.state.token_models)
                 )
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
-            sup.tell(TokensCounted(used, limit, self.cost(), cost_limit))
+            sup.tell(TokensCounted(used, limit, cost, cost_limit))
         return min(delay, max(0.5, self.tokens_due - now))
 
     def cost(self) -> float | None:
@@ -656,8 +705,10 @@ def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -
         console.say(report.leftover_line(sid, records))
 
 
-def default_console() -> Console:
+def default_console(log_format: str = "text") -> Console:
     interactive = is_interactive(sys.stdin.fileno(), sys.stdout.fileno())
+    if log_format == "json" and not interactive:  # on a terminal, the events are in events.jsonl
+        return Console(interactive=False, ask=input, say=jsonlog.say, events_as_json=True)
 
     def say(message: str) -> None:
         if not interactive:

@@ -18,6 +18,7 @@ from typing import Any
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core import names
 from waaah_agent.core.backoff import BackoffConfig
 from waaah_agent.core.policy import PolicyConfig
 from waaah_agent.core.prices import Prices
@@ -31,7 +32,7 @@ from waaah_agent.errors import (
 )
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.ending import Console
-from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.private import check_state, private_dir, untrusted
 from waaah_agent.runtime.store import (
     Claim,
     CorruptSession,
@@ -72,6 +73,9 @@ class AgentOptions:
     max_cost: float | None = None  # the same in US dollars (the user's price table)
     prices: Prices | None = None  # the user's price table (read at the start when --max-cost is given)
     tokens_every: float = settings.TOKENS_CHECK_EVERY  # seconds between reads of the transcript
+    metrics_port: int | None = None  # serve /healthz, /readyz and /metrics here (runtime/metrics.py)
+    metrics_host: str = settings.METRICS_HOST_DEFAULT
+    log_format: str = "text"  # headless: "json" prints each event as one JSON object on stderr
 
 
 def make_folder(path: Path, doing: str) -> None:
@@ -107,6 +111,11 @@ def claim_agent(waaah_dir: Path, adapter: Adapter, workflow: Workflow, workspace
 def session_to_resume(store: SessionStore, opts: AgentOptions, adapter: Adapter, workspace: Path) -> str:
     """The session ``--resume [ID]`` means: the one named, else the newest of this agent."""
     sid = opts.resume_id
+    if sid and (refused := names.refusal("session id (--resume)", sid)):
+        raise UsageError(refused)
+    for path in (store.root / sid, store.root / sid / "session.json") if sid else ():
+        if why := untrusted(path):  # a session someone else made is never resumed
+            raise UsageError(why)
     if not sid:
         newest = store.newest(adapter.name)
         if newest is None:
@@ -238,6 +247,13 @@ def pick_adapter(name: str) -> Adapter:
 
 
 def resolve_workspace(start: Path, console: Console) -> Path:
+    """The workspace to supervise in; its ``.waaah/`` refused (one line) if it is not this user's alone."""
+    workspace = _workspace(start, console)
+    check_state(workspace / ".waaah")
+    return workspace
+
+
+def _workspace(start: Path, console: Console) -> Path:
     try:
         start = start.expanduser().resolve()
     except (OSError, RuntimeError) as err:  # a symlink loop, a vanished current directory
@@ -293,10 +309,13 @@ def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     child = {
         k: v
         for k, v in env.items()
-        if k not in dropped and not any(p.endswith("_") and k.startswith(p) for p in dropped)
+        if k not in dropped
+        and k not in settings.PRIVATE  # alert URLs: never the agent's (nor its MCP proxy's, hooks')
+        and not any(p.endswith("_") and k.startswith(p) for p in dropped)
     }
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
+    child.pop(settings.NOTIFY, None)  # alert URLs hold tokens: the supervisor's, never the agent's
     child["TERM"] = "xterm-256color"
     return child
 

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
-from waaah_agent.runtime.private import open_append, private_dir
+from waaah_agent.runtime.private import open_append, private_dir, trusted_session, untrusted
 from waaah_agent.runtime.safe_read import STATE_CAP, read_capped, read_text
 
 log = logging.getLogger(__name__)
@@ -286,7 +286,12 @@ class SessionDir:
             raise CorruptSession(self.state_file, str(err)) from err
         if state.id != self.path.name:
             raise CorruptSession(self.state_file, f"'id' is {state.id!r}, not its folder's name")
+        if not trusted_session(self.state_file):  # someone else's (or anyone's): never resumed
+            raise CorruptSession(self.state_file, next(filter(None, map(untrusted, self._chain())), ""))
         return state
+
+    def _chain(self) -> tuple[Path, ...]:
+        return (self.path.parent.parent, self.path.parent, self.path, self.state_file)
 
     def holder(self) -> str:
         """What the lock file says about the supervisor holding it (its pid), or ""."""
@@ -346,6 +351,8 @@ class SessionStore:
         if not self.root.is_dir():
             return None
         for state_file in self.root.glob("*/session.json"):
+            if not trusted_session(state_file):
+                continue  # someone else's: never a candidate
             try:
                 data = json.loads(read_text(state_file, STATE_CAP, follow=False))
             except (OSError, ValueError):
@@ -364,6 +371,8 @@ class SessionStore:
     def all_states(self) -> list[SessionState]:
         states = []
         for state_file in sorted(self.root.glob("*/session.json")):
+            if not trusted_session(state_file):
+                continue
             try:
                 states.append(self.open_existing(state_file.parent.name).load())
             except (OSError, CorruptSession):

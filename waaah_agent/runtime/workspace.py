@@ -6,6 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from waaah_agent.core import names
 from waaah_agent.core.run_inputs import split_front_matter
 from waaah_agent.errors import UsageError, WorkflowNotFound
 from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text, why
@@ -72,6 +73,8 @@ def read_workflow(path: Path) -> str:
 
 def find_workflow(raw: str, workspace: Path, bundled: Path = BUNDLED) -> Workflow:
     name = workflow_name(raw)
+    if refused := names.refusal("workflow (--as)", name):  # it names the lock and the agent id
+        raise UsageError(refused)
     places = [workspace / ".agent" / "workflows", bundled]
     for folder in places:
         path = folder / f"{name}.md"

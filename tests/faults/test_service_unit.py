@@ -1,0 +1,105 @@
+"""`waaah service install` with hostile names and secrets: nothing a folder's name holds reaches a
+unit file, no secret is written into one, and a name systemd cannot take is refused in one line."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import clean_env, run_waaah
+from tests.runtime.helpers import instance_environment, verify
+
+SECRET = "hunter2-notify-9b7e3f"
+NOTIFY = f"json://alerts:{SECRET}@127.0.0.1:9/hook"
+
+
+def unit_texts(config: Path) -> dict[str, str]:
+    """Every file systemd reads as a unit (and drop-in) under the user's unit folder."""
+    root = config / "systemd" / "user"
+    return {str(p): p.read_text() for p in root.rglob("*") if p.is_file()} if root.exists() else {}
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "app\nExecStartPre=touch waaah-pwned",
+        "app\n[Service]\nUser=root",
+        'a "quoted" $HOME %h `x` \\n folder',
+    ],
+)
+def test_a_folder_name_cannot_add_a_directive_and_arrives_intact(folder, fake_home, tmp_path):
+    config = tmp_path / "config"
+    ws = tmp_path / folder
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    done = run_waaah("service", "install", "--start=gemini", "--workspace", str(ws), "--notify", NOTIFY,
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    units = unit_texts(config)
+    assert list(units) == [str(config / "systemd" / "user" / "waaah@.service")]
+    for path, text in units.items():
+        for line in text.splitlines():  # every line is one of ours: the template names no folder
+            assert (
+                not line.startswith(("ExecStartPre", "User=")) and line != "[Service]" or line == "[Service]"
+            )
+        assert folder.splitlines()[0] not in text.replace("waaah agent", ""), path
+        assert SECRET not in text, path
+    assert text.count("[Service]") == 1 and text.count("ExecStart") == 1
+    (settings,) = (config / "waaah-agent" / "services").iterdir()
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    values = instance_environment(settings)
+    assert values["WAAAH_WORKSPACE"] == str(ws) and values["WAAAH_NOTIFY"] == NOTIFY
+    instance = settings.name[: -len(".env")]
+    assert "\n" not in instance and "/" not in instance and instance.isascii()
+    checked = verify(config / "systemd" / "user" / "waaah@.service", instance, tmp_path)
+    assert checked.returncode == 0 and not checked.stderr, checked.stderr
+    assert not list(tmp_path.rglob("waaah-pwned"))
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("my agent", "not a name systemd takes"),
+        ("a/b", "not a name systemd takes"),
+        ("x\nExecStartPre=/bin/true", "not a name systemd takes"),
+        (".hidden", "not a name systemd takes"),
+        ("n" * 250, "over systemd's 255"),
+    ],
+)
+def test_a_name_systemd_cannot_take_is_refused_in_one_line(name, says, workspace, fake_home, tmp_path):
+    config = tmp_path / "config"
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    done = run_waaah("service", "install", "--start=gemini", "--workspace", str(workspace), "--name", name,
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not unit_texts(config) and not (config / "waaah-agent").exists()
+
+
+def test_a_long_folder_name_asks_for_a_name_instead_of_a_unit_systemd_refuses(fake_home, tmp_path):
+    ws = tmp_path / ("é" * 120)  # 240 bytes of UTF-8: 960 characters escaped
+    ws.mkdir()
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    done = run_waaah("service", "install", "--start=gemini", "--workspace", str(ws), cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "give --name" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_the_alert_urls_a_service_sets_never_reach_the_agent(workspace, fake_home, tmp_path):
+    import signal
+
+    from tests.runtime.helpers import WAAAH, retry_until, state_or_none
+
+    env = clean_env(fake_home, WAAAH_NOTIFY=NOTIFY)  # as the instance's environment file sets it
+    agent = subprocess.Popen([WAAAH, "agent", "--start=simulated", "--no-mcp", "--no-nudge"], cwd=workspace,
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        pid = retry_until(lambda: (state_or_none(workspace) or {}).get("agent_pid"), 30)
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=60) == 0
+    assert b"WAAAH_NOTIFY" not in environ and SECRET.encode() not in environ
