@@ -3,7 +3,7 @@
 from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START, Delivery, Observation, Phase
 
 READY_EMPTY = Observation(ready=True, busy=False, input_empty=True)
-READY_DRAFT = Observation(ready=True, busy=False, input_empty=False)
+READY_DRAFT = Observation(ready=True, busy=False, input_empty=False, draft=True)
 BUSY = Observation(ready=False, busy=True, input_empty=False)
 
 
@@ -45,6 +45,26 @@ def test_busy_with_the_text_still_in_the_box_is_not_taken_and_enter_is_sent_agai
     assert d.step(1.0, busy_with_draft).writes == [] and d.phase is Phase.ENTERED
     assert d.step(3.4, READY_DRAFT).writes == [ENTER]  # the Enter again, never the text
     assert d.step(3.6, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+
+
+def test_a_box_emptied_before_the_enter_gets_the_text_again_once_and_no_enter_into_nothing():
+    """gemini --resume shows its box, takes the paste, then redraws (no box for a moment) and
+    shows the box empty once its history is loaded: the text was never sent."""
+    d = Delivery("continue", "go on", enter_delay=0.5, paste_timeout=5.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.1, READY_DRAFT).writes == []  # seen in the box; too early for Enter
+    redrawing = Observation(ready=False, busy=False, input_empty=False)
+    assert d.step(0.6, redrawing).writes == []  # no box: no Enter into nothing
+    assert d.step(1.0, READY_EMPTY).writes == [d.payload()] and d.phase is Phase.PASTED
+    assert d.step(1.6, READY_DRAFT).writes == [ENTER]
+    assert d.step(1.8, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+    again = Delivery("continue", "go on", enter_delay=0.5, paste_timeout=5.0)
+    again.step(0.0, READY_EMPTY)
+    again.step(0.1, READY_DRAFT)
+    again.step(1.0, READY_EMPTY)
+    again.step(1.1, READY_DRAFT)
+    writes = [w for t in (2.0, 3.0, 7.0) for w in again.step(t, READY_EMPTY).writes]
+    assert writes == [] and again.phase is Phase.FAILED  # pasted again once only
 
 
 def test_an_empty_input_box_after_enter_confirms():
