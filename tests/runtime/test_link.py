@@ -312,3 +312,38 @@ def test_the_socket_is_private_and_its_folder_goes_with_the_link(session: Sessio
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_ISSOCK(path.stat().st_mode)
     session.link.stop()
     assert not path.parent.exists()
+
+
+@pytest.mark.parametrize("kind", ["not json", "wrong shape", "deeply nested", "fifo", "symlink"])
+def test_a_damaged_link_file_is_set_aside_with_one_line(tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "session"
+    folder.mkdir()
+    file = folder / "link.json"
+    good = json.dumps({"held": []})
+    if kind == "not json":
+        file.write_text("{half")
+    elif kind == "wrong shape":
+        file.write_text(json.dumps({"held": [{"key": 1}]}))
+    elif kind == "deeply nested":
+        file.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "fifo":
+        os.mkfifo(file)
+    else:
+        (tmp_path / "elsewhere.json").write_text(good)
+        file.symlink_to(tmp_path / "elsewhere.json")
+    mailbox = Mailbox()
+    try:
+        started = time.monotonic()
+        link = SessionLink(
+            socket_path(), folder, ToolServer("http://127.0.0.1:9", None), AGENT, folder / "i", mailbox.post
+        )
+        assert time.monotonic() - started < 5  # a FIFO never blocks it
+        assert link.core.held == []
+        said = [m.data["text"] for m in mailbox.drain()]
+        assert len(said) == 1 and said[0].startswith(f"could not read {file}") and "moved aside" in said[0], (
+            said
+        )
+        assert not file.exists() and list(folder.glob("link.json.corrupt-*"))
+        link.stop()
+    finally:
+        mailbox.close()

@@ -4,10 +4,10 @@ from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START, Delivery, O
 
 READY_EMPTY = Observation(ready=True, busy=False, input_empty=True)
 READY_DRAFT = Observation(ready=True, busy=False, input_empty=False, draft=True)
-BUSY = Observation(ready=False, busy=True, input_empty=False)
+BUSY = Observation(ready=False, busy=True, input_empty=True)  # working: the emptied box shows
 
 
-def test_paste_then_enter_after_the_delay_then_confirmed_by_busy():
+def test_paste_then_enter_after_the_delay_then_confirmed_by_the_emptied_box():
     d = Delivery("workflow", "line one\nline two", enter_delay=0.5)
     assert d.step(10.0, READY_EMPTY).writes == [PASTE_START + b"line one\nline two" + PASTE_END]
     assert d.step(10.2, READY_DRAFT).writes == []  # too early for Enter
@@ -43,6 +43,8 @@ def test_busy_with_the_text_still_in_the_box_is_not_taken_and_enter_is_sent_agai
     assert d.step(0.3, READY_DRAFT).writes == [ENTER]
     busy_with_draft = Observation(ready=False, busy=True, input_empty=False, draft=True)
     assert d.step(1.0, busy_with_draft).writes == [] and d.phase is Phase.ENTERED
+    busy_no_box = Observation(ready=False, busy=True, input_empty=False)  # the redraw
+    assert d.step(2.0, busy_no_box).writes == [] and d.phase is Phase.ENTERED
     assert d.step(3.4, READY_DRAFT).writes == [ENTER]  # the Enter again, never the text
     assert d.step(3.6, BUSY).writes == [] and d.phase is Phase.CONFIRMED
 

@@ -89,9 +89,10 @@ class Delivery:
                 return Step([])
             return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
         if self.phase is Phase.ENTERED:
-            # Busy with the text still in the box is not the prompt taken: gemini --resume
-            # shows its box, then loads the history under a busy marker and drops the Enter.
-            if confirmed_by_hook or seen.input_empty or (seen.busy and not seen.draft):
+            # The text gone from the box is the prompt taken (every CLI shows its emptied box
+            # while it works); busy alone is not: gemini --resume shows its box, then loads the
+            # history under a busy marker, its box hidden, and drops the Enter.
+            if confirmed_by_hook or seen.input_empty:
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
             if now < self.since + self.confirm_timeout:
                 return Step([])

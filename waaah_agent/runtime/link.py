@@ -43,7 +43,7 @@ from waaah_agent.core.link_wire import (
     reserved_for,
 )
 from waaah_agent.runtime import waaah
-from waaah_agent.runtime.safe_read import STATE_CAP, read_text, why
+from waaah_agent.runtime.safe_read import read_text, why
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.tool_http import Inbox, ToolResult, ToolServer, classify, end_record, start_record
 
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 LINK = "link"  # the mailbox kind of what the link has to say
 FILE = "link.json"
+#: The largest link.json read back: room for a few of the largest answers a wait may return.
+FILE_CAP = 4 * MAX_LINE
 #: AF_UNIX paths are limited to 108 bytes (104 on some systems).
 MAX_SOCKET_PATH = 100
 
@@ -200,7 +202,7 @@ class SessionLink:
     def _load(self) -> list[core.Held]:
         """What an earlier supervisor of this session kept; a damaged file is moved aside."""
         try:
-            saved = json.loads(read_text(self.file, STATE_CAP, follow=False))
+            saved = json.loads(read_text(self.file, FILE_CAP, follow=False))
             records = (
                 saved["held"] if isinstance(saved, dict) and isinstance(saved.get("held"), list) else None
             )
@@ -210,7 +212,7 @@ class SessionLink:
             return held
         except FileNotFoundError:
             return []
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             aside = self.file.with_name(f"{FILE}.corrupt-{int(time.time())}")
             with contextlib.suppress(OSError):
                 os.replace(self.file, aside)
