@@ -328,7 +328,7 @@ def start_link(
     path = env.get(settings.LINK)
     if plan.server is None or not path:
         return None
-    every = settings.seconds(env, settings.LINK_POLL_SECONDS, POLL_EVERY)
+    every = max(1.0, settings.seconds(env, settings.LINK_POLL_SECONDS, POLL_EVERY))
     server = ToolServer(plan.server.url, plan.server.api_key)
     found = link.SessionLink(
         Path(path), session.path, server, state.agent_id, session.inbox, mailbox.post, every
