@@ -31,14 +31,16 @@ WAIT_STREAM = (
     Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
 )
 SID = "50a543e2-bbd8-4fdf-9659-9fbd496f8f0b"
-# Run a command, then say the peak resident size (KB) of what it waited for, on stderr's last line.
+# Run a command, then say the peak resident size (KB) and the CPU seconds of what it waited for,
+# on stderr's last line.
 _PEAK = (
     "import resource, subprocess, sys\n"
     "limit = int(sys.argv[1])\n"
     "def cap():\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
     "done = subprocess.run(sys.argv[2:], preexec_fn=cap if limit else None)\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "used = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(used.ru_maxrss, used.ru_utime + used.ru_stime, file=sys.stderr)\n"
     "sys.exit(done.returncode)\n"
 )
 
@@ -46,8 +48,9 @@ _PEAK = (
 def measured(
     argv: list[str], cwd: Path, env: dict[str, str], timeout: float, address_space: int = 0
 ) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """``argv`` run to its end: what it printed, its peak memory in MB and its seconds. On a
-    timeout, everything it started is ended (its own process group) and the test fails."""
+    """``argv`` run to its end: what it printed, its peak memory in MB and its seconds (the CPU
+    seconds it used are printed). On a timeout, everything it started is ended (its own process
+    group) and the test fails."""
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", _PEAK, str(address_space), *argv],
@@ -66,7 +69,9 @@ def measured(
         proc.communicate()
         pytest.fail(f"{' '.join(argv[:3])} did not end within {timeout:.0f} s")
     seconds = time.monotonic() - started
-    *said, peak = err.rstrip("\n").split("\n")
+    *said, figures = err.rstrip("\n").split("\n")
+    peak, cpu = figures.split()
+    print(f"{' '.join(argv[1:3])}: {seconds:.1f} s, {float(cpu):.1f} CPU s")
     done = subprocess.CompletedProcess(argv, proc.returncode, out, "\n".join(said))
     return done, int(peak) / 1024, seconds
 
@@ -116,14 +121,15 @@ def test_a_64_mb_answer_is_read_in_linear_time(workspace, tmp_path):
     cli_on_path(tmp_path, "claude", f"cat '{claude_stream}'\n")
     for agent in ("gemini", "claude"):
         done, peak, seconds = measured(
-            [WAAAH, "run", "hi", "--agent", agent, "--format", "text"], workspace, env, timeout=150
+            [WAAAH, "run", "hi", "--agent", agent, "--format", "text"], workspace, env, timeout=200
         )
         print(f"{agent}: a 64 MB answer read in {seconds:.1f} s, peak memory {peak:.0f} MB")
         assert done.returncode == 0, done.stderr[-2000:]
         assert_no_traceback(done.stderr)
         assert done.stdout == text + "\n"
-        # 216 s before; 5 s on a quiet machine: this one is shared, so the bound is generous.
-        assert seconds < 60, seconds
+        # 216 s before (gemini); a few seconds on a quiet machine. This one is shared with other
+        # work (2 cores), so the bound is generous: a quadratic reader never gets near it.
+        assert seconds < 120, seconds
 
 
 @pytest.mark.timeout(300)

@@ -95,23 +95,20 @@ class RunLog:
         self._put(self._redact(line))
 
     def event(self, attempt: int, agent: str, raw_line: str) -> None:
-        """One stream line, masked before it is parsed again (JSON-safe: masks hold no quotes)."""
-        masked = self._redact(raw_line.strip())
+        """One stream line (a JSON object the parser took), masked before it is parsed again
+        (JSON-safe: masks hold no quotes). A line nothing was masked in is written as it came,
+        not parsed and encoded again: a 64 MB answer is copied, not decoded twice."""
+        line = raw_line.strip()
+        masked = self._redact(line)
+        head = {"record": "event", "ts": round(time.time(), 3), "attempt": attempt, "agent": agent}
+        if masked is line and line.startswith("{") and "\r" not in line:
+            self._put(json.dumps(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
+            return
         try:
             event = json.loads(masked)
         except ValueError:
             return
-        line = json.dumps(
-            {
-                "record": "event",
-                "ts": round(time.time(), 3),
-                "attempt": attempt,
-                "agent": agent,
-                "event": event,
-            },
-            ensure_ascii=False,
-        )
-        self._put(line)
+        self._put(json.dumps({**head, "event": event}, ensure_ascii=False))
 
     def close(self) -> None:
         global _ACTIVE
