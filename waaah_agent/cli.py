@@ -384,7 +384,9 @@ def main() -> None:
     try:  # the config file's keys become the variables not set: a flag or a variable wins
         config_file.apply(os.environ)
     except WaaahError as err:
-        print(f"waaah: {err}", file=sys.stderr)
+        from waaah_agent.core.printable import printable
+
+        print(f"waaah: {printable(str(err))}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
     settings.take_private(os.environ)  # alert URLs: ours alone, never a child's
     app()

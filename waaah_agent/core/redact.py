@@ -2,14 +2,17 @@
 
 Two kinds of secret are masked:
 
-* **Known values**: the values of environment variables whose names say they are secrets
-  (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``, ``*AUTH*``, ...; the
-  WAAAH key among them). Found wherever they appear, also with terminal escape sequences,
-  carriage returns or backspaces between their characters (a TUI redrawing a line, an echo
-  typed key by key).
+* **Known values** (:func:`known_secrets`): the values of environment variables whose names say
+  they are secrets (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_PWD``, ``*DSN*``,
+  ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs, ...; the WAAAH key among
+  them), and in any variable a URL's credentials (``postgres://user:password@``) and a webhook
+  URL. Found wherever they appear, also with terminal escape sequences, carriage returns or
+  backspaces between their characters (a TUI redrawing a line, an echo typed key by key).
 * **Shapes**: what keys and tokens look like: ``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``,
   ``ghp_/gho_/ghu_/ghs_/ghr_…``, ``github_pat_…``, ``xox?-…``, ``AKIA…``/``ASIA…``, JWTs,
-  ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments.
+  ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments; in text
+  (not on the raw stream) also a URL's password and webhook URLs (Slack, Discord, Teams,
+  Telegram, any URL that says webhook). A shape is looked for only around its anchors.
 
 The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` looks for each shape only
 when a cheap ``bytes.find`` saw its anchor, and :meth:`Redactor.hold_from` says how much of a
@@ -46,6 +49,8 @@ _SECRET_PARTS = frozenset(
 _NOT_A_VALUE = frozenset(
     ["SOCK", "FILE", "PATH", "DIR", "URL", "HOST", "TYPE", "MODE", "METHOD", "ID", "NAME"]
 )
+#: Names that look like a secret's and are not: variable names to pass (``--pass-env``).
+_NOT_SECRETS = frozenset(["WAAAH_PASS_ENV"])
 MIN_SECRET = 8  # shorter values are too common to mask everywhere ("true", a port, a user name)
 
 # Between two characters of a known secret on the raw stream: escape sequences, CR, backspace.
@@ -53,6 +58,16 @@ _BETWEEN = rb"(?:\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)
 _ESCAPE = re.compile(_BETWEEN[:-1] + rb"+")
 
 _TOKEN = r"[A-Za-z0-9_\-]"
+_URL_PASSWORD = r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(?=@)"
+# Webhooks: the path is the secret (Slack, Discord, Teams, Telegram's bot token, any host or
+# path that says webhook); the part kept is the first group.
+_WEBHOOK_SHAPES = (
+    r"(\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_\-/]{8,}",
+    r"(\bdiscord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]{8,}",
+    r"(\bapi\.telegram\.org/bot)[0-9]+:[A-Za-z0-9_\-]{8,}",
+    r"(\bhttps?://[^\s/\"'<>]*(?:webhook|hooks\.)[^\s/\"'<>]*/)[^\s\"'<>]{8,}",
+    r"(\bhttps?://[^\s/\"'<>]+/[^\s\"'<>]*?webhooks?[/=])[^\s\"'<>]{8,}",
+)
 _SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
     # (anchors, pattern): every match contains one of the anchors (looked for with a plain find).
     (("sk-",), rf"\bsk-(?:ant-)?{_TOKEN}{{16,}}"),
@@ -67,6 +82,13 @@ _SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("key-",), r"\bkey-[0-9A-Za-z]{20,}"),
     (("ant-api",), rf"\bant-api{_TOKEN}{{10,}}"),
 )
+# In text only (logs, events, envelopes, printed lines), not on the relay's raw stream, where
+# URLs go by all night: the password of a URL (scheme://user:password@host; the rest is kept)
+# and webhooks. Their values in the environment are known values, masked there too.
+_TEXT_ONLY_SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("://",), _URL_PASSWORD),
+    *((("hooks.slack.com", "discord", "telegram.org/bot", "webhook", "hooks."), p) for p in _WEBHOOK_SHAPES),
+)
 # Assignments: api_key=..., "token": "...", password: ... (anchors looked for case-insensitively).
 _ASSIGN_ANCHORS = ("key", "token", "secret", "passw", "credential", "auth")
 _ASSIGN = (
@@ -74,10 +96,15 @@ _ASSIGN = (
     r"client[_-]?secret|password|passwd|credentials?|authorization)[\"']?\s*[:=]\s*[\"']?)"
     r"(?!\[REDACTED\])[^\s\"',;&<>]{8,}"
 )
-_TEXT_SHAPES = tuple(re.compile(p) for _, p in _SHAPES) + (re.compile(_ASSIGN),)
+_TEXT_SHAPES = tuple(re.compile(p) for _, p in (*_SHAPES, *_TEXT_ONLY_SHAPES)) + (re.compile(_ASSIGN),)
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_URL_CREDENTIALS = re.compile(_URL_PASSWORD)
+_WEBHOOKS = tuple(re.compile(p) for p in _WEBHOOK_SHAPES)
 _TEXT_ANCHORED = tuple(
     (tuple(a.lower() for a in anchors), pattern)
-    for anchors, pattern in zip([a for a, _ in _SHAPES] + [_ASSIGN_ANCHORS], _TEXT_SHAPES, strict=True)
+    for anchors, pattern in zip(
+        [a for a, _ in (*_SHAPES, *_TEXT_ONLY_SHAPES)] + [_ASSIGN_ANCHORS], _TEXT_SHAPES, strict=True
+    )
 )
 _RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in _SHAPES)
 _RAW_ASSIGN = re.compile(_ASSIGN.encode())
@@ -98,17 +125,62 @@ _RUN = b"a" * 12
 
 
 def is_secret_name(name: str) -> bool:
-    parts = name.upper().split("_")
+    """Whether the variable ``name`` holds a secret: a key, token, password (``*_PWD`` too), a
+    DSN, a webhook or our alert URLs (``WAAAH_NOTIFY``), and not where one lives (``*_FILE``)."""
+    upper = name.upper()
+    if upper in _NOT_SECRETS:
+        return False
+    parts = upper.split("_")
+    if "WEBHOOK" in upper or "DSN" in parts or (len(parts) > 1 and "PWD" in parts) or "NOTIFY" in parts:
+        return True
     return bool(_SECRET_PARTS.intersection(parts)) and parts[-1] not in _NOT_A_VALUE
 
 
 def known_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The secret values in ``env``: variables whose names say so, long enough to be worth masking."""
-    return tuple(
-        v
-        for k, v in env.items()
-        if is_secret_name(k) and len(v) >= MIN_SECRET and not v.startswith(("/", "~", "./")) and " " not in v
-    )
+    """The secret values in ``env``, long enough to be worth masking: each value of a variable
+    whose name says it is a secret (each word of a list: ``WAAAH_NOTIFY``'s URLs), and in any
+    variable the credentials of a URL (``scheme://user:password@``, the whole URL too) and a
+    webhook URL (its secret path, the whole URL too)."""
+    found: list[str] = []
+    for name, value in env.items():
+        if is_secret_name(name) and not value.startswith(("/", "~", "./")):
+            words = value.split()
+            found += words if len(words) > 1 else [value]
+            for word in words:
+                found += _url_tokens(word) if "://" in word else ()
+        found += secrets_in(value)
+    return tuple(dict.fromkeys(v for v in found if len(v) >= MIN_SECRET))
+
+
+def secrets_in(value: str) -> list[str]:
+    """What in ``value`` is a secret by its shape alone: URL credentials and webhook URLs (with
+    the whole URL each is in), and whatever :data:`_SHAPES` finds."""
+    found: list[str] = []
+    for url in _URL.findall(value) if "://" in value else ():
+        if (creds := _URL_CREDENTIALS.search(url)) is not None:
+            found += [url, creds.group(2), f"{creds.group(1).split('://', 1)[1]}{creds.group(2)}@"]
+        if any(p.search(url) for p in _WEBHOOKS):
+            found += [url, *_url_tokens(url)]
+    for pattern in _TEXT_SHAPES:
+        for match in pattern.finditer(value):
+            found.append(match.group(0)[len(match.group(1)) :] if pattern.groups else match.group(0))
+    return found
+
+
+def _url_tokens(url: str) -> list[str]:
+    """The parts of a secret URL that look like tokens: its user and password, path segments and
+    query values of 16 characters or more, or of 8 or more with letters and digits (a host name,
+    with its dots, is not one)."""
+    segments = re.split(r"[/@?&=#]", url.split("://", 1)[-1])
+    return [
+        s
+        for s in segments
+        if "." not in s
+        and (
+            len(s) >= 16
+            or (len(s) >= MIN_SECRET and any(c.isdigit() for c in s) and any(c.isalpha() for c in s))
+        )
+    ]
 
 
 class Redactor:
@@ -164,8 +236,11 @@ class Redactor:
         text = self.exact(text)
         lowered = text.lower()
         for anchors, pattern in _TEXT_ANCHORED:
-            if any(a in lowered for a in anchors):
-                text = pattern.sub(_keep_prefix, text)
+            spans = _near(lowered, anchors) if len(lowered) == len(text) else [(0, len(text))]
+            if spans:
+                masked = _sub_within(pattern, text, spans)
+                if masked is not text:
+                    text, lowered = masked, masked.lower()
         return text
 
     def value(self, obj: object) -> object:
@@ -234,6 +309,49 @@ class Redactor:
     def _unfinished(self, tail: bytes) -> bool:
         plain = _ESCAPE.sub(b"", tail)
         return any(len(plain) < len(s) and s.startswith(plain) for s in self._raw_secrets)
+
+
+#: Where a shape is looked for: from this far before one of its anchors to this far after it,
+#: then on to the end of the word there (a value is never cut). Outside these windows the
+#: patterns never run, so a long text without anchors costs a few ``find`` calls, and a long
+#: one with a few costs a few windows, not a regex attempt at each of its characters.
+_BEFORE, _AFTER = 64, 80
+_WORD_END = re.compile(r"[\s\"':=]*[^\s\"',;&<>]*")
+
+
+def _near(lowered: str, anchors: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The windows of ``lowered`` around each occurrence of ``anchors`` (merged, in order)."""
+    found = []
+    for anchor in anchors:
+        at = lowered.find(anchor)
+        while at >= 0:
+            found.append(at)
+            at = lowered.find(anchor, at + 1)
+    spans: list[tuple[int, int]] = []
+    for at in sorted(found):
+        start, end = max(0, at - _BEFORE), at + _AFTER
+        if spans and start <= spans[-1][1]:
+            if end <= spans[-1][1]:
+                continue
+            start = spans[-1][0]
+            spans.pop()
+        end = _WORD_END.match(lowered, min(end, len(lowered))).end()  # type: ignore[union-attr]
+        spans.append((start, end))
+    return spans
+
+
+def _sub_within(pattern: re.Pattern[str], text: str, spans: list[tuple[int, int]]) -> str:
+    """``pattern`` masked in ``text`` only within ``spans``; ``text`` itself when nothing was."""
+    if spans == [(0, len(text))]:
+        return pattern.sub(_keep_prefix, text)
+    pieces, last, changed = [], 0, False
+    for start, end in spans:
+        window = text[start:end]
+        masked = pattern.sub(_keep_prefix, window)
+        if masked != window:
+            pieces += [text[last:start], masked]
+            last, changed = end, True
+    return "".join([*pieces, text[last:]]) if changed else text
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

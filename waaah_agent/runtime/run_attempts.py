@@ -301,9 +301,8 @@ class Chain:
             prompt_on_stdin=not in_argv,
             model_resolution=resolution.text(),
         )
-        others = [a.provider_env for a in adapters.registry().values() if a is not adapter]
         own = (*adapter.provider_env, *adapter.config_env(self.env, self.workspace))
-        env = cli_env.for_cli(self.env, own, [p for o in others for p in o], self.opts.pass_env)
+        env = cli_env.for_cli(self.env, own, self.opts.pass_env)
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
@@ -411,7 +410,10 @@ class Chain:
                 recoverable=recoverable,
                 exit_code=run_exit_code(error_type),
             )
-        return envelope
+        # What is printed is masked as the log is: the answer may repeat a secret of the
+        # environment (a model that read a file, a CLI that echoed a variable).
+        masked: dict[str, Any] = self.redact.value(envelope)  # type: ignore[assignment]
+        return masked
 
 
 def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:

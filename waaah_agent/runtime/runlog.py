@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import settings
+from waaah_agent.core.printable import one_line
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.restore import own_prompt
 from waaah_agent.errors import storage_error
@@ -94,23 +95,20 @@ class RunLog:
         self._put(self._redact(line))
 
     def event(self, attempt: int, agent: str, raw_line: str) -> None:
-        """One stream line, masked before it is parsed again (JSON-safe: masks hold no quotes)."""
-        masked = self._redact(raw_line.strip())
+        """One stream line (a JSON object the parser took), masked before it is parsed again
+        (JSON-safe: masks hold no quotes). A line nothing was masked in is written as it came,
+        not parsed and encoded again: a 64 MB answer is copied, not decoded twice."""
+        line = raw_line.strip()
+        masked = self._redact(line)
+        head = {"record": "event", "ts": round(time.time(), 3), "attempt": attempt, "agent": agent}
+        if masked is line and line.startswith("{") and "\r" not in line:
+            self._put(json.dumps(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
+            return
         try:
             event = json.loads(masked)
         except ValueError:
             return
-        line = json.dumps(
-            {
-                "record": "event",
-                "ts": round(time.time(), 3),
-                "attempt": attempt,
-                "agent": agent,
-                "event": event,
-            },
-            ensure_ascii=False,
-        )
-        self._put(line)
+        self._put(json.dumps({**head, "event": event}, ensure_ascii=False))
 
     def close(self) -> None:
         global _ACTIVE
@@ -129,6 +127,18 @@ def note_processes(records: list[dict[str, Any]]) -> None:
     if _ACTIVE is not None:
         with contextlib.suppress(OSError, ValueError):
             _ACTIVE.write("processes", processes=records)
+
+
+def note_cut(sizes: list[int], cap: int) -> None:
+    """Lines of the CLI's output over ``cap`` bytes were cut (runtime/headless.py): said once."""
+    if _ACTIVE is not None:
+        with contextlib.suppress(OSError, ValueError):
+            _ACTIVE.write(
+                "cut",
+                what=f"{len(sizes)} line(s) of the CLI's output longer than {cap // (1024 * 1024)} MB, "
+                "left out (not parsed)",
+                sizes=sizes[:20],
+            )
 
 
 def new_log_path(workspace: Path, log_id: str, day: datetime) -> Path:
@@ -469,14 +479,16 @@ def _render(
     prompt = f'"{node.first_prompt}"' if node.first_prompt else ""
     took = f"  {node.duration_ms / 1000:.1f}s" if node.duration_ms is not None else ""
     lines.append(
-        f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
+        one_line(
+            f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
+        )
     )
     child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
     under = f"{child_indent}{'│  ' if node.children else '   '}"
     if node.night:
-        lines.append(f"{under}{night_line(node)}")
+        lines.append(one_line(f"{under}{night_line(node)}"))
     if extra is not None and (line := extra(node)):
-        lines.append(f"{under}{line}")
+        lines.append(one_line(f"{under}{line}"))
     for i, child in enumerate(node.children):
         _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines, extra, seen)
 
