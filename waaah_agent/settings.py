@@ -54,6 +54,9 @@ BREAKER_COOLDOWN_SECONDS = "WAAAH_BREAKER_COOLDOWN"  # `waaah run`: seconds a br
 LOG_DIR = "WAAAH_LOG_DIR"  # `waaah run`'s log folder, in place of <workspace>/.waaah/runs
 ROUTES = "WAAAH_ROUTES"  # a routing table file for `waaah route` and `waaah run --role`
 PRICES = "WAAAH_PRICES"  # the price table file (--max-cost, costs in reports)
+TICKET_ID = "WAAAH_TICKET_ID"  # `waaah run --ticket`: the run log's name starts with it
+OLD_TICKET_ID = "A8_TICKET_ID"  # the same, as the older wrappers' callers set it
+FALLBACK = "WAAAH_FALLBACK"  # `waaah run --fallback` ("none": no fallback, not even the default)
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -221,6 +224,11 @@ def pass_env(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]
     """The variables `waaah run` passes besides its defaults: every --pass-env, and PASS_ENV."""
     given = [*(flags or []), env.get(PASS_ENV, "")]
     return tuple(n.strip() for g in given for n in g.replace(";", ",").split(",") if n.strip())
+
+
+def ticket(flag: str | None, env: Mapping[str, str]) -> str:
+    """`waaah run`'s ticket id: --ticket, else WAAAH_TICKET_ID, else A8_TICKET_ID (unsanitised)."""
+    return (flag or env.get(TICKET_ID) or env.get(OLD_TICKET_ID) or "").strip()
 
 
 def log_level(env: Mapping[str, str]) -> str:

@@ -49,6 +49,9 @@ def both_env(tmp_path: Path, ws: Path, url: str, api_key: str | None = "default"
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env.pop("WAAAH_PARENT_ID", None)
     env.pop("WAAAH_DEFAULT_AGENT", None)
+    # Each test names the chain it runs (--fallback); the default chain (every other usable
+    # CLI, codex and opencode too) has tests of its own, which take this out.
+    env["WAAAH_FALLBACK"] = "none"
     return with_cli_path(env)
 
 
