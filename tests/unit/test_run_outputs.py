@@ -7,9 +7,9 @@ import pytest
 
 from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
 from waaah_agent.core import failures as F
-from waaah_agent.core import models, outputs
+from waaah_agent.core import models, outputs, present
 from waaah_agent.core.failures import Failure, classify
-from waaah_agent.core.resilience import next_step
+from waaah_agent.core.resilience import RetryConfig, default_chain, max_attempts, next_step
 from waaah_agent.core.streams import StreamSummary, Tokens, ToolActivity
 from waaah_agent.errors import ExitCode, run_exit_code
 
@@ -328,3 +328,49 @@ def test_gemini_s_capacity_errors_as_now_classified_still_get_the_smaller_model(
         assert failure is not None and failure.type in (F.UNKNOWN, F.PROVIDER_ERROR)
         got = models.retry_model("gemini", default, failure, text, "gemini-2.5-pro", False)
         assert got is not None and got.model == "gemini-2.5-flash", failure
+
+
+def test_the_default_chain_is_the_other_usable_clis_in_order() -> None:
+    usable = {"gemini": True, "claude": True, "codex": True, "opencode": True}
+    assert default_chain("claude", usable) == ["gemini", "codex"]  # opencode only when named
+    assert default_chain("opencode", usable) == ["gemini", "claude", "codex"]
+    assert default_chain("gemini", {**usable, "claude": False}) == ["codex"]
+    assert default_chain("gemini", {}) == []
+
+
+def test_max_attempts_counts_every_cli_process_a_chain_may_start() -> None:
+    assert max_attempts(1) == 4 and max_attempts(3) == 12  # first, model retry, two retries each
+    assert max_attempts(2, RetryConfig(transient_retries=0, rate_limit_retries=0)) == 4
+    assert max_attempts(0) == 0
+
+
+def test_llm_answers_are_cut_by_lines_as_well_as_characters() -> None:
+    saved: list[str] = []
+
+    def save(text: str) -> str:
+        saved.append(text)
+        return "/runs/x.txt"
+
+    rows = "\n".join(f"row {n}" for n in range(500))
+    shown = present.llm_text({"response": rows, "exit_code": 0}, "", save).splitlines()
+    assert shown[:133] == rows.splitlines()[:133] and shown[134:201] == rows.splitlines()[433:]
+    assert shown[133] == "[... 2,400 characters (300 lines) cut; full output: /runs/x.txt ...]"
+    assert saved == [rows]
+    few = present.llm_text({"response": rows, "exit_code": 0}, "", save, max_lines=3).splitlines()
+    assert few[:2] == ["row 0", "row 1"] and few[3] == "row 499" and "(497 lines) cut" in few[2]
+    assert present.cut_answer(rows, 6000, 3000, 500) is None  # 500 lines fit in 500
+    # Few lines but many characters: cut by characters, as before.
+    wide = "x" * 20_000
+    head, tail, chars, lines = present.cut_answer(wide, 6000, 3000, 200) or ("", "", 0, 0)
+    assert (len(head), len(tail), chars, lines) == (6000, 3000, 11_000, 0)
+
+
+def test_llm_text_says_the_warnings_and_the_precise_error() -> None:
+    envelope = {"response": "", "warnings": ["the context file a.md was cut"], "exit_code": 6}
+    envelope.update(error="Not logged in", error_type="provider_error", error_kind="auth")
+    lines = present.llm_text(envelope, "login first\n", lambda text: "").splitlines()
+    assert lines[:2] == [
+        "[warning: the context file a.md was cut]",
+        "[error: provider_error (auth): Not logged in]",
+    ]
+    assert lines[-1] == "[exit:6 | 0.0s]" and "login first" in lines
