@@ -224,6 +224,9 @@ def main(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str],
     except KeyboardInterrupt as stop:
         failed = (F.INTERRUPTED, f"{_stopped_by[0]}: the run was stopped before any CLI started", 130)
         problem = stop
+    except Exception as bug:  # a defect of ours: the envelope still, then the traceback
+        failed = (F.UNKNOWN, f"internal error: {type(bug).__name__}: {bug}", 1)
+        problem = bug
     kind, message, code = failed
     envelope = outputs.failure_envelope(
         kind,
