@@ -177,7 +177,7 @@ def run(
             min=1,
             metavar="N",
             help="Token budget of this run (input + output over its attempts): once spent, no retry or "
-            "fallback starts (error_type budget, exit 17); the attempt in hand finishes. "
+            "fallback starts (error_kind budget, exit 17); the attempt in hand finishes. "
             "Example: --max-tokens 200000",
         ),
     ] = None,
@@ -228,10 +228,12 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run one prompt through an agent CLI headless and print one JSON envelope.
+    """Run one prompt through an agent CLI headless and print one JSON envelope (on a failure too).
 
-    Retries transient errors, waits out short rate limits, falls back to the next CLI of
-    --fallback on a crash or timeout, all within --timeout (and --max-tokens/--max-cost). The
+    Retries transient errors, waits out short rate limits, falls back to the next CLI of the
+    chain (--fallback, else the other usable CLIs) on a crash or timeout, all within --timeout
+    (and --max-tokens/--max-cost). The envelope has the fields of the older per-CLI wrappers
+    (docs/run.md). The
     prompt can carry an agent file and persona, a skill, context; --model is resolved per CLI
     (providers.yaml, aliases); --dry-run shows it all and starts nothing; --stream prints JSON
     lines as the run goes; --resume/--resume-tree replay earlier runs into a new session of any
