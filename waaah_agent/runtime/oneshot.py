@@ -96,7 +96,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     pick(primary)
     # No chain given (nor routed): the other CLIs usable now follow, unless --no-fallback. A
     # continued conversation (--session) stays with its CLI: another one would not have it.
-    chain_source = "given" if fallback else "routed" if opts.role else "none"
+    chain_source = "given" if opts.fallback else "routed" if fallback else "none"
     if not fallback and not opts.role and resumed is None and opts.default_fallback:
         fallback = routes.default_fallback(primary, env, workspace, opts.breaker_cooldown)
         chain_source = "default" if fallback else "none"
