@@ -59,6 +59,9 @@ INPUTS = CliInputs(
     temperature_note="has no flag or setting for it",
     skills=(".claude/skills",),
     skill_prompt=run_inputs.slash_skill,
+    # `--allowed-tools <tools...>` takes a comma-separated list; one word with `=` so that the
+    # list cannot take the next argument too.
+    allowed_tools=lambda tools: [f"--allowed-tools={','.join(tools)}"],
 )
 
 

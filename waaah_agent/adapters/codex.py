@@ -81,6 +81,7 @@ INPUTS = CliInputs(
     yolo=("--dangerously-bypass-approvals-and-sandbox",),
     temperature_note="has no temperature setting (its reasoning models take none)",
     no_skills_note="codex exec has no option or prompt form that runs a named skill",
+    allowed_tools_note="exec takes no list of tools (its sandbox decides: --permission-mode)",
 )
 
 

@@ -75,6 +75,7 @@ INPUTS = CliInputs(
     yolo=("--auto",),
     temperature_note="has no flag for it (only an agent's temperature in opencode.json)",
     no_skills_note="opencode run has no option that runs a named skill",
+    allowed_tools_note="run takes no list of tools (only opencode.json's permission settings)",
 )
 
 

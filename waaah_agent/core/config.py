@@ -111,6 +111,8 @@ def _value(name: str, key: Key, value: Any) -> str:
         isinstance(v, str) and v.strip() and " " not in v.strip() for v in value
     ):
         raise wrong
+    if key.kind == "agents" and not value:
+        return "none"  # `fallback = []`: no fallback at all, not the default chain
     return (" " if key.kind == "list" else ",").join(v.strip() for v in value)
 
 

@@ -126,3 +126,15 @@ def for_run(
             f"role {role}{source}: no CLI is available; trying the chain",
         )
     return found.agent, list(found.fallback), f"role {role}{source}: {found.agent} ({found.why})"
+
+
+def default_fallback(
+    primary: str, env: Mapping[str, str], workspace: Path, cooldown: float | None = None
+) -> list[str]:
+    """`waaah run`'s fallback chain when none is given: the other CLIs usable now (installed,
+    credentials found, breaker closed, no usage limit in force), in the bundled order."""
+    from waaah_agent.core.resilience import default_chain
+
+    others = [n for n, a in adapters.registry().items() if a.headless is not None and n != primary]
+    found = availability(others, env, workspace, cooldown)
+    return default_chain(primary, {name: state.usable for name, state in found.items()})

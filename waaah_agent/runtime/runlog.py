@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +37,10 @@ from waaah_agent.runtime import reaper, report
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
 
+#: `waaah run --verbose` shows at most this many characters of each record.
+ECHO_CAP = 1000
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029]")
+
 
 def runs_root(workspace: Path) -> Path:
     """``WAAAH_LOG_DIR`` (a relative one from the workspace), else ``<workspace>/.waaah/runs``."""
@@ -50,9 +55,10 @@ class RunLog:
     interrupted run keeps what it had. A log that cannot be written never stops the run: the
     first failure is kept in ``error`` (the path, why, the fix) and nothing more is tried."""
 
-    def __init__(self, path: Path, redact: Redactor) -> None:
+    def __init__(self, path: Path, redact: Redactor, echo: Callable[[str], None] | None = None) -> None:
         self.path = path
         self._redact = redact
+        self._echo = echo  # `waaah run --verbose`: each record (masked, cut) as it is written
         self.error = ""
         self._fh: IO[str] | None = None
         global _ACTIVE
@@ -79,6 +85,9 @@ class RunLog:
         self._fh = None
 
     def _put(self, line: str) -> None:
+        if self._echo is not None:  # JSON escapes C0 controls; C1 ones (a CSI is one) too, here
+            shown = _C1.sub(lambda c: f"\\u{ord(c.group(0)):04x}", line)
+            self._echo(shown if len(shown) <= ECHO_CAP else shown[: ECHO_CAP - 3] + "...")
         if self._fh is None:
             return
         try:
@@ -239,7 +248,7 @@ def summarize(path: Path) -> RunSummary:
         elif kind == "end":
             envelope = _dict(record.get("envelope"))
             run.status = "error" if envelope.get("error") else "ok"
-            if envelope.get("error_type") == "interrupted":
+            if envelope.get("error_kind", envelope.get("error_type")) == "interrupted":  # precise
                 run.status = "interrupted"
             run.agent = _text(envelope.get("agent")) or run.agent
             run.duration_ms += _whole(envelope.get("duration_ms"))
