@@ -160,4 +160,4 @@ def usage_envelope(message: str, fmt: str, stream: bool) -> None:
 
 
 def _redactor() -> Redactor:
-    return Redactor(known_secrets(os.environ))
+    return Redactor(known_secrets(settings.with_private(os.environ)))

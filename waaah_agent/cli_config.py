@@ -30,9 +30,11 @@ def config(
         where = config_file.path(os.environ)
         rows = config_file.shown(os.environ)
         if as_json:
+            # Each value masked on its own: the document's own keys ("key": ...) are no secret.
+            shown = [{**row, "value": _masked(row["value"])} for row in rows]
             print(
-                _masked(
-                    json.dumps({"path": str(where), "exists": where.exists(), "settings": rows}, indent=2)
+                json.dumps(
+                    {"path": _masked(str(where)), "exists": where.exists(), "settings": shown}, indent=2
                 )
             )
             return 0

@@ -337,7 +337,12 @@ def _enveloped(action: Callable[[], int], fmt: str) -> Callable[[], int]:
                 bad.exit_code,
                 version=present.ENVELOPE_VERSION,
             )
-            show_failure(envelope, RunOptions(format=fmt), sys.stdout, Redactor(known_secrets(os.environ)))
+            show_failure(
+                envelope,
+                RunOptions(format=fmt),
+                sys.stdout,
+                Redactor(known_secrets(settings.with_private(os.environ))),
+            )
             raise
 
     return go

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from waaah_agent import settings
 from waaah_agent.errors import ExitCode, WaaahError
 
 
@@ -30,7 +31,7 @@ def _masked(text: str, *secrets: str | None) -> str:
     from waaah_agent.core.printable import printable
     from waaah_agent.core.redact import Redactor, known_secrets
 
-    redact = Redactor(known_secrets(os.environ))
+    redact = Redactor(known_secrets(settings.with_private(os.environ)))
     for secret in secrets:
         redact.add(secret)
     return printable(redact(text))

@@ -206,6 +206,12 @@ def take_private(environ: MutableMapping[str, str]) -> None:
             _TAKEN[name] = environ.pop(name)
 
 
+def with_private(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the :data:`PRIVATE` variables taken out at the start put back: what the
+    redactors learn their secrets from (an alert URL's password is masked wherever it shows)."""
+    return {**_TAKEN, **env}
+
+
 def private(env: Mapping[str, str], name: str) -> str:
     """A :data:`PRIVATE` variable: from ``env``, else as it was taken out at the start."""
     return env.get(name) or _TAKEN.get(name, "")

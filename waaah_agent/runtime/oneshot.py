@@ -139,7 +139,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     if opts.inputs.dry_run:
         return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, budget_shown)
-    redact = Redactor(known_secrets({**env, **opts.cli_env}))
+    redact = Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
     # their own session ids (codex, opencode). A ticket id names a new log: <ticket>_<uuid>.
@@ -248,7 +248,9 @@ def main(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str],
     )
     envelope["duration_ms"] = ms(time.monotonic() - started)
     with contextlib.suppress(OSError):
-        show_failure(envelope, opts, out, Redactor(known_secrets({**env, **opts.cli_env})))
+        show_failure(
+            envelope, opts, out, Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
+        )
     raise problem
 
 

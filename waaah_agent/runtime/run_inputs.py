@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 from waaah_agent.core import models, present
 from waaah_agent.core import run_inputs as R
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -218,7 +218,7 @@ def refuse(
     """A run refused before any CLI started: the invalid_input envelope and one line."""
     envelope = input_envelope(str(bad), opts.agent or "", opts.model, opts.inputs.skill)
     envelope["duration_ms"] = ms(time.monotonic() - started)
-    show_failure(envelope, opts, out, Redactor(known_secrets({**env, **opts.cli_env})))
+    show_failure(envelope, opts, out, Redactor(known_secrets(settings.with_private({**env, **opts.cli_env}))))
     print(f"waaah: invalid_input: {bad}", file=err)
     return int(envelope["exit_code"])
 
@@ -295,7 +295,7 @@ def dry_run(
         "warnings": warnings,
     }
     # Masked as a run's log and envelope are: a dry run's output is what gets pasted into reports.
-    redact = Redactor(known_secrets(dict(env)))
+    redact = Redactor(known_secrets(settings.with_private(dict(env))))
     out.write(redact(json.dumps(result, indent=2, ensure_ascii=False)) + "\n")
     out.flush()
     return 0
