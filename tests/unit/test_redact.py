@@ -73,11 +73,10 @@ def test_assignments_keep_their_name_and_lose_their_value(text):
     assert MASK.encode() in r.raw(text.encode())
 
 
-def test_a_known_value_with_escapes_between_its_characters_is_masked_when_the_text_shows_it():
+def test_a_known_value_with_escapes_between_its_characters_is_masked():
     r = Redactor([KEY])
     spread = "".join(f"{c}\x1b[3{i % 8}m" for i, c in enumerate(KEY)).encode()
-    assert r.spread_in([KEY])
-    masked = r.raw(b"before " + spread + b" after", spread=True)
+    masked = r.raw(b"before " + spread + b" after")
     assert MASK.encode() in masked and b"before" in masked and b"after" in masked
     assert KEY.encode() not in masked.replace(b"\x1b", b"")
 

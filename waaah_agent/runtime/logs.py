@@ -39,6 +39,7 @@ BUFFER = 64 * 1024
 # and the .log says how much it left out.
 HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 512 * 1024
+WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 
@@ -206,9 +207,11 @@ class SessionLogs:
         self._redact = redactor
         self._cleaner = LineCleaner()
         # A redraw that repeats the last one (a TUI waiting on a tool) holds no new line: the
-        # cleaner skips it, and the .cast search for spread secrets keeps what it found for it.
+        # cleaner skips it.
         self._frames = RepeatedFrames()
-        self._frame_spread = (False, False)
+        # Output that came after keys typed before the screen was read: recorded once it was.
+        self._waiting: list[tuple[float, bytes]] | None = None
+        self._waiting_size = 0
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self.head: list[str] = []  # the first clean lines since the agent last started
         self._t0 = time.monotonic()
@@ -233,8 +236,34 @@ class SessionLogs:
         prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
     def output(self, data: bytes) -> None:
-        """Record agent output (called on the relay path: cheap, buffered)."""
+        """Record agent output (called on the relay path, after the terminal got it: cheap, buffered)."""
         now = time.monotonic()
+        if self._waiting is not None:
+            self._waiting.append((now, data))
+            self._waiting_size += len(data)
+            if self._waiting_size > WAIT_AT_MOST:
+                self.screen_read()
+            return
+        self._record(now, data)
+
+    def wait_for_screen(self) -> None:
+        """Keys went to the agent before its screen was read: what it shows next is recorded only
+        once the screen was read (a secret-entry screen's echo is never written). The terminal
+        does not wait; only the record does."""
+        if self._waiting is None:
+            self._waiting, self._waiting_size = [], 0
+
+    @property
+    def waiting(self) -> bool:
+        return self._waiting is not None
+
+    def screen_read(self) -> None:
+        """The screen was read (and ``hide`` told): record what waited, or the marker instead."""
+        waiting, self._waiting, self._waiting_size = self._waiting, None, 0
+        for now, data in waiting or ():
+            self._record(now, data)
+
+    def _record(self, now: float, data: bytes) -> None:
         if self._hidden:
             if not self._hidden_noted:  # what a secret-entry screen echoes is never written
                 self._hidden_noted = True
@@ -243,28 +272,26 @@ class SessionLogs:
             return
         if now >= self._window_end:
             self._next_window(now)
-        spread = spread_tail = False
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
             self._skipped += len(data)
             self._frames.forget()
-        elif self._frames.repeats(data):
-            spread, spread_tail = self._frame_spread
-        else:
+        elif not self._frames.repeats(data):  # a repeated redraw holds no new line
             self._cleaned += len(data)
-            lines = self._cleaner.feed(data, now)
-            # A known secret in the clean text that the raw bytes do not hold as they are: it
-            # is spread by escapes there (a redrawn line), and the .cast needs the slow search.
-            spread = self._redact.spread_in([*lines, self._cleaner.partial])
-            spread_tail = self._redact.starts_secret(self._cleaner.partial)
-            for line in lines:
-                masked = self._redact(line)
-                self.recent.append(masked)
-                if len(self.head) < HEAD_LINES:
-                    self.head.append(masked)
-                self._line(masked, masked=True)
+            if lines := self._cleaner.feed(data, now):
+                self._lines(lines)
             self._frames.saw(data)
-            self._frame_spread = (spread, spread_tail)
-        self._cast_out(now, data, spread=spread, spread_tail=spread_tail)
+        self._cast_out(now, data)
+
+    def _lines(self, lines: list[str]) -> None:
+        """Clean lines of one read: masked together, one time stamp, one write."""
+        masked = self._redact("\n".join(lines)).split("\n")
+        if len(masked) != len(lines):  # a shape's mask took a line break with it
+            masked = [self._redact(line) for line in lines]
+        self.recent.extend(masked)
+        if len(self.head) < HEAD_LINES:
+            self.head.extend(masked[: HEAD_LINES - len(self.head)])
+        ts = datetime.now().isoformat(timespec="milliseconds")
+        self._text.write("".join(f"{ts} {line}\n" for line in masked).encode("utf-8", "surrogateescape"))
 
     def hide(self, hidden: bool) -> None:
         """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
@@ -284,14 +311,14 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(
-        self, now: float, data: bytes, final: bool = False, spread: bool = False, spread_tail: bool = False
-    ) -> None:
-        data = self._redact.raw(self._cast_hold + data, spread=spread)
+    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
+        if self._cast_hold:
+            data = self._cast_hold + data
+        data = self._redact.raw(data)
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
-        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data, spread_tail))
-        out, self._cast_hold = data[:cut], data[cut:]
+        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
+        out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
         if out:
             self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))
 
@@ -332,6 +359,7 @@ class SessionLogs:
                 self.notice(f"{lost} bytes could not be written to {f.path.name}{why}")
 
     def close(self) -> None:
+        self.screen_read()
         self._cast_out(time.monotonic(), b"", final=True)
         if self._skipped:
             self._next_window(time.monotonic())

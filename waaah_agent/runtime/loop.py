@@ -101,6 +101,7 @@ class Supervisor:
         self.outcome: ev.Outcome | None = None
         self.reap_until: float | None = None  # set once the PTY closed: the child is going
         self._wake_r = -1
+        self._keys_seq = 0  # the output the screen must have been read up to before the record goes on
         self.interest: Interest | None = None  # the loop's selector, while it runs
         self.tend = tend  # called on its own slow timer; returns the seconds until the next call
         self._on_timer = {
@@ -177,6 +178,7 @@ class Supervisor:
         match action:
             case ev.Type(data):
                 self.child.queue(data)
+                self.child.flush()  # at once: a key waits for no wake-up of the loop
             case ev.Look(at):
                 self.timers.set_min(Timer.SCREEN, self.feed.when(at))
             case ev.Record(name, fields):
@@ -241,6 +243,8 @@ class Supervisor:
         if view is not None:
             self.overlay.agent_titled(view.title)
             self.tell(ev.Observed(read(self.cfg.rules, view), self.feed.last_output))
+            if self.logs.waiting and self.feed.read_seq >= self._keys_seq:
+                self.logs.screen_read()  # what the keys made the agent show: recorded (or hidden)
 
     def _flush(self) -> None:
         self.logs.flush()
@@ -256,8 +260,9 @@ class Supervisor:
         if not data:
             self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal closed"))
             return
-        if self.timers.due.pop(Timer.SCREEN, None) is not None:  # keys answer what is on the
-            self._update_screen()  # screen: read it first (a key dialog's echo must be hidden)
+        if self.feed.unread:  # keys answer a screen not read yet (a key dialog's echo must be
+            self.logs.wait_for_screen()  # hidden): the record, not the key, waits for the reading
+            self._keys_seq = self.feed.seq
         self.tell(ev.Keys(data))
 
     def _write_stdout(self, data: bytes) -> None:
