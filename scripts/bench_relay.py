@@ -64,6 +64,7 @@ SCREEN_MB = float(os.environ.get("BENCH_SCREEN_MB", "8"))
 FELT_ROUNDS = int(os.environ.get("BENCH_FELT_ROUNDS", "5"))
 RESTART_BASE_S = 0.05  # WAAAH_RESTART_BASE_SECONDS for the crash rounds: the backoff is 25-50 ms
 RELAYS = ("direct", "script", "python", "waaah")
+BENCH_KEY = "AIzaSyBench-0123456789abcdefghijklmnopq"  # a known secret in the relays' environment
 
 Sample = dict[str, float]
 
@@ -210,6 +211,10 @@ def make_setup() -> Iterator[Setup]:
             PYTHONPATH=str(ROOT),
             SIM_STARTUP_SECONDS="0.3",
             SIM_TRANSCRIPT_DIR=str(workspace / ".waaah" / "simulated"),
+            # A user's environment holds keys: the record looks for them (and their parts) in
+            # everything it writes, so the figures include that search.
+            GEMINI_API_KEY=BENCH_KEY,
+            GITHUB_TOKEN="ghp_" + "b3nchT0ken" * 4,
         )
         yield Setup(workspace, home, env)
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from waaah_agent.core.secretscan import SecretScan, mask_spans, scanner
+from waaah_agent.core.castjson import FACTS, UNSURE
+from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
 
 MASK = "[REDACTED]"
 _RAW_MASK = MASK.encode()
@@ -91,10 +92,21 @@ _RAW_INTRO_TAIL = re.compile(
 )
 _INTRO_ENDS = frozenset(b" \t\r\n\x0b\x0c:=\"'")  # the last byte of what _RAW_INTRO_TAIL finds
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for
-# The shapes for the native pass over the raw stream (each reports "run the exact pattern").
-_RAW_PREFILTERS = tuple((p.encode(), 0) for _, p in _SHAPES) + (
-    (_ASSIGN.replace(r"(?!\[REDACTED\])", "").encode(), 0),
+# The native pass over the raw stream looks for the shapes too (each reports "run the exact
+# pattern"); a second one says what the .cast's JSON escaping needs to know (core/castjson.py):
+# hyperscan runs the two sets apart faster than together.
+_RAW_PREFILTERS = tuple((p.encode(), PREFILTER) for _, p in _SHAPES) + (
+    (_ASSIGN.replace(r"(?!\[REDACTED\])", "").encode(), PREFILTER),
 )
+_facts: PatternSet | None = None
+
+
+def cast_facts(data: bytes) -> set[int]:
+    """Which of ``castjson.FACTS`` ``data`` holds (the native pattern set is built once)."""
+    global _facts
+    if _facts is None:
+        _facts = PatternSet(FACTS)
+    return _facts.present(data)
 
 
 def is_secret_name(name: str) -> bool:
@@ -128,6 +140,7 @@ class Redactor:
         raw = {s.encode("utf-8", "surrogateescape") for s in self._secrets}
         self._raw_secrets = tuple(sorted(raw, key=len, reverse=True))
         self._scan: SecretScan | None = None  # compiled on first use
+        self._ascii = all(s.isascii() for s in self._raw_secrets)  # a mask never cuts a character
 
     @property
     def scanner(self) -> SecretScan:
@@ -186,8 +199,13 @@ class Redactor:
 
     def raw(self, data: bytes) -> bytes:
         """Mask known values (whole, in part, or with escapes, CR or backspaces between their
-        characters) and shapes in raw terminal output. One native pass finds what is there;
-        only a chunk that holds something goes on to the Python work."""
+        characters) and shapes in raw terminal output."""
+        return self.record(data)[0]
+
+    def record(self, data: bytes) -> tuple[bytes, set[int]]:
+        """:meth:`raw`, and which of ``castjson.FACTS`` the chunk holds. One native pass finds
+        what is there; only a chunk that holds something goes on to the Python work."""
+        facts = cast_facts(data)
         spans, shapes = self.scanner.spans(data)
         if spans:
             data = mask_spans(data, spans, _RAW_MASK)
@@ -198,7 +216,9 @@ class Redactor:
             lowered = data.lower()
             if any(a in lowered for a in _RAW_ASSIGN_ANCHORS):
                 data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
-        return data
+        if spans and not self._ascii:
+            facts.add(UNSURE)  # a run's mask may have cut a character of a non-ASCII secret
+        return data, facts
 
     def hold_from(self, data: bytes) -> int:
         """Where to cut ``data`` so that a secret that may go on in the next read is kept back:

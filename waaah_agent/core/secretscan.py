@@ -31,6 +31,7 @@ try:  # native multi-pattern search; absent on platforms without its wheels
 except ImportError:  # pragma: no cover - exercised through ``native=False``
     _hs = None
 
+PREFILTER = _hs.HS_FLAG_PREFILTER if _hs is not None else 0  # for ``extra``: a superset is fine
 MIN_RUN = 8  # characters of a known secret in a row that are never written anywhere
 # What may stand between two characters a terminal shows side by side: CSI, OSC, a charset
 # designation, the other two-byte escapes (not "[" or "]": those open a CSI or an OSC), CR, BS.
@@ -103,6 +104,41 @@ class Found:
     patterns: set[int] = field(default_factory=set)  # which of the caller's patterns may match
 
 
+def _python_pattern(pattern: bytes) -> re.Pattern[bytes] | None:
+    """``pattern`` for Python's re; None (always reported) where re does not take it."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+class PatternSet:
+    """Which of ``patterns`` ((pattern, flags) pairs) a chunk holds, in one native pass (each
+    reported once). A pattern Python's re does not take is always reported without the native
+    search."""
+
+    def __init__(self, patterns: Sequence[tuple[bytes, int]], native: bool = True) -> None:
+        self._db: Any = None
+        self._python: list[re.Pattern[bytes] | None] = []
+        if native and _hs is not None:
+            self._db = _hs.Database()
+            self._db.compile(
+                expressions=[p for p, _ in patterns],
+                ids=list(range(len(patterns))),
+                flags=[f | _hs.HS_FLAG_SINGLEMATCH for _, f in patterns],
+            )
+        else:
+            self._python = [_python_pattern(p) for p, _ in patterns]
+
+    def present(self, data: bytes) -> set[int]:
+        found: set[int] = set()
+        if self._db is not None:
+            self._db.scan(data, match_event_handler=lambda pid, *_: found.add(pid))
+        else:
+            found.update(i for i, p in enumerate(self._python) if p is None or p.search(data))
+        return found
+
+
 _CACHE: dict[tuple[tuple[bytes, ...], tuple[tuple[bytes, int], ...], bool], SecretScan] = {}
 
 
@@ -120,7 +156,8 @@ def scanner(
 
 class SecretScan:
     """The known secrets' runs, and the caller's own patterns (``extra``: (pattern, flags) pairs,
-    each a prefilter: a report means "run the exact pattern"), found in one pass."""
+    each reported at most once per chunk; ``PREFILTER`` in its flags: a report means "run the
+    exact pattern"), found in one pass."""
 
     def __init__(
         self, secrets: Sequence[bytes], extra: Sequence[tuple[bytes, int]] = (), native: bool = True
@@ -130,7 +167,7 @@ class SecretScan:
         self.joined = b"\0".join(self.secrets)  # substring tests for all secrets at once
         self.extra = tuple(extra)
         self._db: Any = None
-        self._extra_re = [re.compile(p) for p, _ in self.extra] if not (native and _hs) else []
+        self._extra_re = [_python_pattern(p) for p, _ in self.extra] if not (native and _hs) else []
         if native and _hs is not None:
             self._compile()
 
@@ -145,7 +182,7 @@ class SecretScan:
             exprs.append(alphabet + b"(?:" + SEPARATOR + b")+" + alphabet)
             flags.append(single)
         exprs += [p for p, _ in self.extra]
-        flags += [f | single | _hs.HS_FLAG_PREFILTER for _, f in self.extra]
+        flags += [f | single for _, f in self.extra]
         if exprs:
             self._db = _hs.Database()
             self._db.compile(expressions=exprs, ids=list(range(len(exprs))), flags=flags)
@@ -168,7 +205,9 @@ class SecretScan:
             return found
         found.runs = self._python_runs(data)
         found.spread = bool(self.secrets) and any(s in data for s in _SEP_BYTES)
-        found.patterns = {i for i, pattern in enumerate(self._extra_re) if pattern.search(data)}
+        found.patterns = {
+            i for i, pattern in enumerate(self._extra_re) if not pattern or pattern.search(data)
+        }
         return found
 
     def _python_runs(self, data: bytes) -> list[Span]:
@@ -202,20 +241,31 @@ class SecretScan:
         """Where the characters of a secret at the very end of ``data`` begin (separators between
         them allowed): they may go on in the next read. ``len(data)`` if there are none."""
         n = len(data)
-        if not self.secrets or not n:
+        if not self.secrets or not n or data[-1] == 0x0A:  # a new line: nothing goes on
             return n
-        if data[-1] == 0x0A:
-            return n  # a new line: nothing goes on
-        lo = max(0, n - TAIL_STEP)
-        while True:
+        # The plain text after the last separator first (most ends stop there).
+        low = max(0, n - TAIL_STEP)
+        plain = max(data.rfind(b"\r", low), data.rfind(b"\x08", low)) + 1
+        if (esc := data.rfind(b"\x1b", low)) >= 0:
+            m = _SEPARATOR.match(data, esc)
+            plain = max(plain, m.end() if m else n)  # an open sequence at the end: look across it
+        k = self._suffix_in_secrets(data[max(plain, low) :])
+        if k < n - max(plain, low):
+            return n - k
+        lo = low
+        while True:  # the run reaches a separator (or the window): look through separators
             piece = data[lo:]
-            plain, where = visible(piece) if any(s in piece for s in _SEP_BYTES) else (piece, [])
-            k = 0
-            while k < len(plain) and plain[len(plain) - k - 1 :] in self.joined:
-                k += 1
+            text, where = visible(piece)
+            k = self._suffix_in_secrets(text)
             if not k:
                 return n
-            if k < len(plain) or lo == 0 or lo <= n - window:
-                at = len(plain) - k
-                return lo + (where[at] if where else at)
+            if k < len(text) or lo == 0 or lo <= n - window:
+                return lo + where[len(text) - k]
             lo = max(0, lo - 4 * TAIL_STEP, n - window)
+
+    def _suffix_in_secrets(self, text: bytes) -> int:
+        """The length of the longest end of ``text`` that is part of a secret."""
+        k = 0
+        while k < len(text) and text[len(text) - k - 1 :] in self.joined:
+            k += 1
+        return k

@@ -21,8 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-import orjson
-
+from waaah_agent.core.castjson import escaped
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.textlog import LineCleaner
@@ -86,18 +85,22 @@ class RollingFile:
             self._size = len(self._header)
         return fh
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, *more: bytes) -> None:
+        """Append ``data`` (and ``more``: the pieces of one line, written without joining them)."""
+        size = len(data) + sum(map(len, more))
         if self._fh is None and not self._reopen():
-            self.lost += len(data)
+            self.lost += size
             return
         try:
-            if self._size + len(data) > self._max and self._size > len(self._header):
+            if self._size + size > self._max and self._size > len(self._header):
                 self._roll()
             assert self._fh is not None
             self._fh.write(data)
-            self._size += len(data)
+            for piece in more:
+                self._fh.write(piece)
+            self._size += size
         except OSError as err:
-            self.lost += len(data)
+            self.lost += size
             self._fail(err)
 
     def _roll(self) -> None:
@@ -314,13 +317,14 @@ class SessionLogs:
     def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
         if self._cast_hold:
             data = self._cast_hold + data
-        data = self._redact.raw(data)
+        data, facts = self._redact.record(data)  # one native pass: secrets, and what to escape
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
         cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
         out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        if out:
-            self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))
+        if out:  # the very end may cut a character: json_string spells what is not UTF-8
+            body = escaped(out, None if final else facts)
+            self._cast.write(b'[%.6f, "o", "' % (now - self._t0), body, b'"]\n')
 
     def resize(self, cols: int, rows: int) -> None:
         self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
@@ -385,23 +389,9 @@ def char_boundary(data: bytes, cut: int) -> int:
     return cut
 
 
-def json_string(data: bytes) -> bytes:
-    """A JSON string (quotes included) holding ``data`` exactly (read back with surrogateescape).
-
-    The raw stream is mostly valid UTF-8: orjson escapes it in native code, writing the text
-    as UTF-8 with only what JSON must escape (ESC, CR, LF, quote...) spelled out. Invalid
-    UTF-8 cannot be a str orjson takes: such a chunk is spelled as json does it, its invalid
-    bytes as lone surrogates (escaped as ASCII), so that the file stays valid UTF-8.
-    """
-    try:
-        return orjson.dumps(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return json.dumps(data.decode("utf-8", "surrogateescape")).encode("ascii")
-
-
 def json_text(data: bytes) -> bytes:
     """The body of :func:`json_string` (no quotes)."""
-    return json_string(data)[1:-1]
+    return escaped(data, None)
 
 
 def live_logs(sessions: Path) -> set[str]:
