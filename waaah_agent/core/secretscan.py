@@ -139,6 +139,15 @@ class PatternSet:
         return found
 
 
+def _sequence_start(data: bytes, at: int) -> int:
+    """``at``, or the start of the escape sequence that ``at`` falls inside (its bytes would
+    otherwise read as text)."""
+    esc = data.rfind(b"\x1b", max(0, at - 300), at)
+    if esc >= 0 and (m := _SEPARATOR.match(data, esc)) is not None and m.end() > at:
+        return esc
+    return at
+
+
 _CACHE: dict[tuple[tuple[bytes, ...], tuple[tuple[bytes, int], ...], bool], SecretScan] = {}
 
 
@@ -254,6 +263,7 @@ class SecretScan:
             return n - k
         lo = low
         while True:  # the run reaches a separator (or the window): look through separators
+            lo = _sequence_start(data, lo)
             piece = data[lo:]
             text, where = visible(piece)
             k = self._suffix_in_secrets(text)

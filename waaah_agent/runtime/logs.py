@@ -33,11 +33,11 @@ from waaah_agent.runtime.store import CorruptSession, SessionStore
 log = logging.getLogger(__name__)
 
 BUFFER = 64 * 1024
-# Bytes per second turned into clean text lines (~60 ms of CPU per MB, so at most ~3 % of a
-# core). A flood beyond this (a dumped file, a build log) goes only to the lossless .cast,
-# and the .log says how much it left out.
+# Bytes per second turned into clean text lines (~60-100 ms of CPU per MB of agent text, so at
+# most ~2.5 % of a core). A flood beyond this (a dumped file, a build log) goes only to the
+# lossless .cast, and the .log says how much it left out.
 HIDDEN = "[input hidden]"
-CLEAN_PER_SECOND = 512 * 1024
+CLEAN_PER_SECOND = 256 * 1024
 WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again

@@ -143,30 +143,31 @@ class Supervisor:
 
     def _iterate(self, interest: Interest) -> None:
         term = self.term
-        pty_events = 0
         if self.reap_until is None:  # once the PTY closed it would read as ready forever
             pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
             if term is None or term.pending < TERMINAL_HIGH_WATER:
                 pty_events |= selectors.EVENT_READ
-        interest.want(self.child.fd, pty_events, self._on_pty)
+            interest.want(self.child.fd, pty_events, self._on_pty)
         if term is not None:
             interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
-        for key, mask in interest.sel.select(self._timeout()):
-            key.data(mask)
+        due = self.machine.next_due()
+        timers = self.timers.due
+        if timers:
+            first = min(timers.values())
+            due = first if due is None or first < due else due
+        for callback, mask in interest.poll(None if due is None else max(0.0, due - self.clock())):
+            callback(mask)
             if self.outcome is not None:
                 return
+        if due is None:
+            return
         now = self.clock()
-        for timer in self.timers.pop_due(now):
-            self._on_timer[timer]()
+        if timers:
+            for timer in self.timers.pop_due(now):
+                self._on_timer[timer]()
         due = self.machine.next_due()
         if due is not None and due <= now and self.outcome is None:
             self.tell(ev.Tick())
-
-    def _timeout(self) -> float | None:
-        deadlines = list(self.timers.due.values())
-        if (due := self.machine.next_due()) is not None:
-            deadlines.append(due)
-        return max(0.0, min(deadlines) - self.clock()) if deadlines else None
 
     # -- the machine -----------------------------------------------------------------------
     def tell(self, event: ev.Event) -> None:
