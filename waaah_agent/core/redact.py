@@ -134,6 +134,7 @@ class Redactor:
         """One more known value (a key given by a flag or typed at a prompt)."""
         if secret and len(secret) >= MIN_SECRET and secret not in self._secrets:
             self._learn((*self._secrets, secret))
+            self.prepare()
 
     def _learn(self, secrets: Iterable[str]) -> None:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
@@ -141,6 +142,11 @@ class Redactor:
         self._raw_secrets = tuple(sorted(raw, key=len, reverse=True))
         self._scan: SecretScan | None = None  # compiled on first use
         self._ascii = all(s.isascii() for s in self._raw_secrets)  # a mask never cuts a character
+
+    def prepare(self) -> None:
+        """Compile the native searches now (~0.1 s), before output streams through :meth:`record`."""
+        cast_facts(b"")
+        assert self.scanner is not None
 
     @property
     def scanner(self) -> SecretScan:

@@ -176,6 +176,10 @@ class SecretScan:
         self.joined = b"\0".join(self.secrets)  # substring tests for all secrets at once
         self.extra = tuple(extra)
         self._db: Any = None
+        self._som: Any = None  # the second look (compiled at its first use)
+        self._alphabet = b"[" + re.escape(bytes(sorted({b for s in self.secrets for b in s}))) + b"]"
+        self._pairs = frozenset(s[i : i + 2] for s in self.secrets for i in range(len(s) - 1))
+        self._chars = frozenset(b for s in self.secrets for b in s)
         self._extra_re = [_python_pattern(p) for p, _ in self.extra] if not (native and _hs) else []
         if native and _hs is not None:
             self._compile()
@@ -187,7 +191,7 @@ class SecretScan:
         exprs: list[bytes] = [re.escape(g) for g in self.grams]
         flags: list[int] = [0] * len(exprs)
         if self.secrets:  # a separator between two characters a secret has: maybe a spread run
-            alphabet = b"[" + re.escape(bytes(sorted({b for s in self.secrets for b in s}))) + b"]"
+            alphabet = self._alphabet
             exprs.append(alphabet + b"(?:" + SEPARATOR + b")+" + alphabet)
             flags.append(single)
         exprs += [p for p, _ in self.extra]
@@ -211,6 +215,8 @@ class SecretScan:
                     found.patterns.add(pid - spread_id)
 
             self._db.scan(data, match_event_handler=on_match)
+            if found.spread:  # the second look: a separator between characters that follow each other
+                found.spread = self._pairs_across(data)
             return found
         found.runs = self._python_runs(data)
         found.spread = bool(self.secrets) and any(s in data for s in _SEP_BYTES)
@@ -218,6 +224,32 @@ class SecretScan:
             i for i, pattern in enumerate(self._extra_re) if not pattern or pattern.search(data)
         }
         return found
+
+    def _pairs_across(self, data: bytes) -> bool:
+        """Whether a separator stands between two characters that follow each other in a secret
+        (each such place found with where it starts: the character before the separators)."""
+        if self._som is None:
+            assert _hs is not None
+            self._som = _hs.Database()
+            between = SEPARATOR.replace(rb"{0,256}", b"*")  # a bounded payload is too large with SOM
+            self._som.compile(
+                expressions=[self._alphabet + b"(?:" + between + b")+" + self._alphabet],
+                ids=[0],
+                flags=[_hs.HS_FLAG_SOM_LEFTMOST],
+            )
+        pairs, hit = self._pairs, []
+
+        def on_match(_pid: int, start: int, end: int, _flags: int, _ctx: object) -> bool:
+            if data[start : start + 1] + data[end - 1 : end] in pairs:
+                hit.append(True)
+                return True  # enough: stop
+            return False
+
+        try:
+            self._som.scan(data, match_event_handler=on_match)
+        except _hs.ScanTerminated:
+            pass
+        return bool(hit)
 
     def _python_runs(self, data: bytes) -> list[Span]:
         runs: list[Span] = []
@@ -261,6 +293,8 @@ class SecretScan:
         k = self._suffix_in_secrets(data[max(plain, low) :])
         if k < n - max(plain, low):
             return n - k
+        if not k and not self._before_separators_is_secret(data, low):
+            return n  # the last character shown before the trailing separators is no secret's
         lo = low
         while True:  # the run reaches a separator (or the window): look through separators
             lo = _sequence_start(data, lo)
@@ -272,6 +306,22 @@ class SecretScan:
             if k < len(text) or lo == 0 or lo <= n - window:
                 return lo + where[len(text) - k]
             lo = max(0, lo - 4 * TAIL_STEP, n - window)
+
+    def _before_separators_is_secret(self, data: bytes, low: int) -> bool:
+        """Whether the byte before the separators that end ``data`` is one a secret has (True when
+        not sure: the slow look decides)."""
+        at = len(data)
+        while at > low:
+            start = max(
+                data.rfind(b"\x1b", low, at), data.rfind(b"\r", low, at), data.rfind(b"\x08", low, at)
+            )
+            if start < 0:
+                break
+            m = _SEPARATOR.match(data, start)
+            if m is None or m.end() != at:
+                break
+            at = start
+        return at <= low or data[at - 1] in self._chars
 
     def _suffix_in_secrets(self, text: bytes) -> int:
         """The length of the longest end of ``text`` that is part of a secret."""

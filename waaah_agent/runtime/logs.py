@@ -39,6 +39,8 @@ BUFFER = 64 * 1024
 HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 256 * 1024
 WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
+BATCH = 64 * 1024  # output recorded together at most ...
+BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 
@@ -208,6 +210,7 @@ class SessionLogs:
         self.text_path = base.with_suffix(".log")
         self.cast_path = base.with_suffix(".cast")
         self._redact = redactor
+        redactor.prepare()  # its native search compiled now, not on the relay's path at the first output
         self._cleaner = LineCleaner()
         # A redraw that repeats the last one (a TUI waiting on a tool) holds no new line: the
         # cleaner skips it.
@@ -215,6 +218,9 @@ class SessionLogs:
         # Output that came after keys typed before the screen was read: recorded once it was.
         self._waiting: list[tuple[float, bytes]] | None = None
         self._waiting_size = 0
+        self._batch: list[bytes] = []  # reads not recorded yet (see _batched)
+        self._batch_size = 0
+        self._batch_at = 0.0
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self.head: list[str] = []  # the first clean lines since the agent last started
         self._t0 = time.monotonic()
@@ -247,7 +253,25 @@ class SessionLogs:
             if self._waiting_size > WAIT_AT_MOST:
                 self.screen_read()
             return
-        self._record(now, data)
+        self._batched(now, data)
+
+    def _batched(self, now: float, data: bytes) -> None:
+        """Reads that follow each other within BATCH_FOR are recorded together (one .cast event
+        stamped with the first one's time): the work per record, paid once per read under a
+        flood of 4-16 KB reads, is paid once per BATCH."""
+        if self._batch and now - self._batch_at > BATCH_FOR:
+            self._record_batch()
+        if not self._batch:
+            self._batch_at = now
+        self._batch.append(data)
+        self._batch_size += len(data)
+        if self._batch_size >= BATCH:
+            self._record_batch()
+
+    def _record_batch(self) -> None:
+        if self._batch:
+            batch, self._batch, self._batch_size = self._batch, [], 0
+            self._record(self._batch_at, batch[0] if len(batch) == 1 else b"".join(batch))
 
     def wait_for_screen(self) -> None:
         """Keys went to the agent before its screen was read: what it shows next is recorded only
@@ -264,7 +288,7 @@ class SessionLogs:
         """The screen was read (and ``hide`` told): record what waited, or the marker instead."""
         waiting, self._waiting, self._waiting_size = self._waiting, None, 0
         for now, data in waiting or ():
-            self._record(now, data)
+            self._batched(now, data)
 
     def _record(self, now: float, data: bytes) -> None:
         if self._hidden:
@@ -300,6 +324,7 @@ class SessionLogs:
         """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
         if hidden == self._hidden:
             return
+        self._record_batch()  # what came before the change, as it was
         self._hidden, self._hidden_noted = hidden, False
         if hidden:
             self._cast_out(time.monotonic(), b"", final=True)  # what came before, in full
@@ -327,10 +352,12 @@ class SessionLogs:
             self._cast.write(b'[%.6f, "o", "' % (now - self._t0), body, b'"]\n')
 
     def resize(self, cols: int, rows: int) -> None:
+        self._record_batch()
         self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
 
     def notice(self, message: str) -> None:
         """A supervisor line (marked ``[waaah]``) in the text log, there at once for ``tail -f``."""
+        self._record_batch()  # after the agent's lines that came before it
         self._line(f"[waaah] {message}")
         self._text.flush()
 
@@ -345,6 +372,7 @@ class SessionLogs:
         self._text.write(f"{ts} {line}\n".encode("utf-8", "surrogateescape"))
 
     def flush(self) -> None:
+        self._record_batch()
         now = time.monotonic()
         if self._skipped and now >= self._window_end:
             self._next_window(now)
@@ -364,6 +392,7 @@ class SessionLogs:
 
     def close(self) -> None:
         self.screen_read()
+        self._record_batch()
         self._cast_out(time.monotonic(), b"", final=True)
         if self._skipped:
             self._next_window(time.monotonic())

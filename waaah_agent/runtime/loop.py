@@ -12,6 +12,7 @@ the nearest deadline. Nothing in it sleeps.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import selectors
 import signal
@@ -130,6 +131,10 @@ class Supervisor:
                 if self.tend is not None:
                     self._tend()
                 self._check_child()  # it may have died before the handlers were in place
+                # What start-up made (modules, the screen model, compiled patterns) lives all
+                # night: the collector stops walking it, so its passes stay short (a pass over it
+                # held the relay for tens of ms, the output latency's p99).
+                gc.freeze()
                 while self.outcome is None:
                     self._iterate(interest)
             finally:
