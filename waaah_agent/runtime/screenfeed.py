@@ -87,10 +87,12 @@ class ScreenFeed:
         started = self.work_clock()
         if not self.todo:
             if len(self.backlog) > SCREEN_BACKLOG:
-                # A flood or a huge dump: the screen model only needs the recent past.
+                # A flood or a huge dump: the screen model only needs the recent past, and until
+                # the output pauses it keeps the flood's share (what it reads is stale at once).
                 del self.backlog[:-SCREEN_BACKLOG]
                 self.screen.reset()
                 self.frames.forget()
+                self.flooded = True
             self.todo, self.done = bytes(self.backlog), 0
             self._todo_seq = self.seq
             self.backlog.clear()
