@@ -269,7 +269,7 @@ class SecretScan:
     def spread_runs(self, data: bytes) -> list[Span]:
         """Every run in ``data`` with separators between its characters (the slow look)."""
         plain, where = visible(data)
-        return [(where[start], where[end - 1] + 1) for start, end in merge(self.runs(plain))]
+        return [(where[start], where[end - 1] + 1) for start, end in self.runs(plain)]
 
     def spans(self, data: bytes) -> tuple[list[Span], set[int]]:
         """What to mask in ``data`` (runs, contiguous or spread), and which extra patterns may match."""
