@@ -140,6 +140,7 @@ class Supervisor:
             finally:
                 sel.close()
                 self.interest = None
+                self.logs.flush()  # the last reads recorded: the caller reads its last lines
                 if self.term is not None:
                     self._write_stdout(self.overlay.leave(self.feed.rows_below_cursor()))
                     self.term.drain(self._wake_r)
