@@ -6,23 +6,29 @@ Two kinds of secret are masked:
   they are secrets (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_PWD``, ``*DSN*``,
   ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs, ...; the WAAAH key among
   them), and in any variable a URL's credentials (``postgres://user:password@``) and a webhook
-  URL. Found wherever they appear, also with terminal escape sequences, carriage returns or
-  backspaces between their characters (a TUI redrawing a line, an echo typed key by key).
+  URL. Found whole or in part (any run of ``MIN_RUN`` of their characters: a key echoed as it is
+  typed grows a character at a time), wherever they appear, also with terminal escape sequences,
+  carriage returns or backspaces between their characters (a TUI redrawing a line, a diff-based
+  TUI writing a character at a time); see ``core/secretscan.py``.
 * **Shapes**: what keys and tokens look like: ``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``,
   ``ghp_/gho_/ghu_/ghs_/ghr_…``, ``github_pat_…``, ``xox?-…``, ``AKIA…``/``ASIA…``, JWTs,
   ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments; in text
   (not on the raw stream) also a URL's password and webhook URLs (Slack, Discord, Teams,
   Telegram, any URL that says webhook). A shape is looked for only around its anchors.
 
-The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` looks for each shape only
-when a cheap ``bytes.find`` saw its anchor, and :meth:`Redactor.hold_from` says how much of a
-chunk's tail to keep back because a secret may continue in the next read.
+The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` makes one native pass
+for the known values' runs and the shapes' prefilters, and runs a shape's regex only when that
+pass saw it; :meth:`Redactor.hold_from` says how much of a chunk's tail to keep back because a
+secret may continue in the next read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+
+from waaah_agent.core.castjson import FACTS, UNSURE
+from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
 
 MASK = "[REDACTED]"
 _RAW_MASK = MASK.encode()
@@ -53,9 +59,6 @@ _NOT_A_VALUE = frozenset(
 _NOT_SECRETS = frozenset(["WAAAH_PASS_ENV"])
 MIN_SECRET = 8  # shorter values are too common to mask everywhere ("true", a port, a user name)
 
-# Between two characters of a known secret on the raw stream: escape sequences, CR, backspace.
-_BETWEEN = rb"(?:\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[0-~]|[\r\x08])*"
-_ESCAPE = re.compile(_BETWEEN[:-1] + rb"+")
 
 _TOKEN = r"[A-Za-z0-9_\-]"
 _URL_PASSWORD = r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(?=@)"
@@ -115,13 +118,23 @@ _WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-
 _RAW_INTRO_TAIL = re.compile(
     rb"(?i:bearer\s+|(?:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*[:=]\s*[\"']?)\Z"
 )
+_INTRO_ENDS = frozenset(b" \t\r\n\x0b\x0c:=\"'")  # the last byte of what _RAW_INTRO_TAIL finds
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for
-# Every raw shape has a run of at least 12 token characters. One C-speed pass maps token
-# characters to "a" and the rest to " ": output without such a run needs no shape search.
-_RUN_MAP = bytes(
-    b"a"[0] if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_-") else 32 for i in range(256)
+# The native pass over the raw stream looks for the shapes too (each reports "run the exact
+# pattern"); a second one says what the .cast's JSON escaping needs to know (core/castjson.py):
+# hyperscan runs the two sets apart faster than together.
+_RAW_PREFILTERS = tuple((p.encode(), PREFILTER) for _, p in _SHAPES) + (
+    (_ASSIGN.replace(r"(?!\[REDACTED\])", "").encode(), PREFILTER),
 )
-_RUN = b"a" * 12
+_facts: PatternSet | None = None
+
+
+def cast_facts(data: bytes) -> set[int]:
+    """Which of ``castjson.FACTS`` ``data`` holds (the native pattern set is built once)."""
+    global _facts
+    if _facts is None:
+        _facts = PatternSet(FACTS)
+    return _facts.present(data)
 
 
 def is_secret_name(name: str) -> bool:
@@ -184,7 +197,8 @@ def _url_tokens(url: str) -> list[str]:
 
 
 class Redactor:
-    """Masks known secret values and anything shaped like a key or a token."""
+    """Masks known secret values, every run of MIN_RUN of their characters, and anything shaped
+    like a key or a token."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._learn(secrets)
@@ -193,23 +207,26 @@ class Redactor:
         """One more known value (a key given by a flag or typed at a prompt)."""
         if secret and len(secret) >= MIN_SECRET and secret not in self._secrets:
             self._learn((*self._secrets, secret))
+            self.prepare()
 
     def _learn(self, secrets: Iterable[str]) -> None:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         raw = {s.encode("utf-8", "surrogateescape") for s in self._secrets}
         self._raw_secrets = tuple(sorted(raw, key=len, reverse=True))
-        # Each known value, allowing escapes between its characters (one pattern for all).
-        spelled = [_BETWEEN.join(re.escape(bytes([b])) for b in s) for s in self._raw_secrets]
-        self._raw_spread = re.compile(b"|".join(spelled)) if spelled else None
-        self._firsts = bytes(sorted({s[0] for s in self._raw_secrets}))
-        # Per known value: for each byte, the lengths of its prefixes that end with that byte,
-        # longest first (a tail can only be a prefix that ends with the tail's last byte).
-        self._prefix_ends: list[tuple[bytes, dict[int, list[int]]]] = []
-        for secret in self._raw_secrets:
-            ends: dict[int, list[int]] = {}
-            for k in range(len(secret) - 1, 0, -1):
-                ends.setdefault(secret[k - 1], []).append(k)
-            self._prefix_ends.append((secret, ends))
+        self._scan: SecretScan | None = None  # compiled on first use
+        self._ascii = all(s.isascii() for s in self._raw_secrets)  # a mask never cuts a character
+
+    def prepare(self) -> None:
+        """Compile the native searches now (~0.1 s), before output streams through :meth:`record`."""
+        cast_facts(b"")
+        assert self.scanner is not None
+
+    @property
+    def scanner(self) -> SecretScan:
+        """The native search for the known values' runs and the shapes (built once per set)."""
+        if self._scan is None:
+            self._scan = scanner(self._raw_secrets, _RAW_PREFILTERS)
+        return self._scan
 
     @property
     def longest(self) -> int:
@@ -228,12 +245,21 @@ class Redactor:
                 text = text.replace(secret, MASK)
         return text
 
+    def runs(self, text: str) -> str:
+        """Mask the known values and every run of MIN_RUN or more of their characters in ``text``."""
+        if not self._secrets:
+            return text
+        data = text.encode("utf-8", "surrogateescape")
+        found = self.scanner.runs(data)
+        return mask_spans(data, found, _RAW_MASK).decode("utf-8", "surrogateescape") if found else text
+
     def __call__(self, text: str) -> str:
-        """Mask known values and shapes in a text (a log line, a message, a JSON document).
+        """Mask known values (whole or in part) and shapes in a text (a log line, a message, a JSON
+        document).
 
         Each shape's pattern runs only when one of its anchors is in the text (compared in lower
         case, so a mixed-case "BeArEr" is still looked at): most lines hold none."""
-        text = self.exact(text)
+        text = self.runs(self.exact(text))
         lowered = text.lower()
         for anchors, pattern in _TEXT_ANCHORED:
             spans = _near(lowered, anchors) if len(lowered) == len(text) else [(0, len(text))]
@@ -253,62 +279,44 @@ class Redactor:
             return [self.value(v) for v in obj]
         return obj
 
-    def spread_in(self, texts: Iterable[str]) -> bool:
-        """Whether a known secret shows in these clean texts (escapes removed, a cheap test)."""
-        return bool(self._secrets) and any(s in t for t in texts for s in self._secrets)
+    def raw(self, data: bytes) -> bytes:
+        """Mask known values (whole, in part, or with escapes, CR or backspaces between their
+        characters) and shapes in raw terminal output."""
+        return self.record(data)[0]
 
-    def raw(self, data: bytes, spread: bool = False) -> bytes:
-        """Mask known values and shapes in raw terminal output.
+    def record(self, data: bytes) -> tuple[bytes, set[int]]:
+        """:meth:`raw`, and which of ``castjson.FACTS`` the chunk holds. One native pass finds
+        what is there; only a chunk that holds something goes on to the Python work."""
+        facts = cast_facts(data)
+        spans, shapes = self.scanner.spans(data)
+        if spans:
+            data = mask_spans(data, spans, _RAW_MASK)
+        if shapes:
+            for anchors, pattern in _RAW_SHAPES:
+                if any(a in data for a in anchors):
+                    data = pattern.sub(_keep_raw_prefix, data)
+            lowered = data.lower()
+            if any(a in lowered for a in _RAW_ASSIGN_ANCHORS):
+                data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
+        if spans and not self._ascii:
+            facts.add(UNSURE)  # a run's mask may have cut a character of a non-ASCII secret
+        return data, facts
 
-        ``spread``: a known value may be there with escapes, CR or backspaces between its
-        characters (the clean text showed it): look for that too (slow, so only then).
-        """
-        for secret in self._raw_secrets:
-            if secret in data:
-                data = data.replace(secret, _RAW_MASK)
-        if spread and self._raw_spread is not None:
-            data = self._raw_spread.sub(_RAW_MASK, data)
-        if _RUN not in data.translate(_RUN_MAP):
-            return data  # nothing long enough to be a key or a token
-        for anchors, pattern in _RAW_SHAPES:
-            if any(a in data for a in anchors):
-                data = pattern.sub(_keep_raw_prefix, data)
-        lowered = data.lower()
-        if any(a in lowered for a in _RAW_ASSIGN_ANCHORS):
-            data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
-        return data
-
-    def hold_from(self, data: bytes, spread_tail: bool = False) -> int:
-        """Where to cut ``data`` so that a secret that may go on in the next read is kept back.
-
-        ``spread_tail``: the clean text ends with the start of a known value, which may be
-        spread by escapes in the raw bytes (look for where it begins: slow, so only then).
-        """
+    def hold_from(self, data: bytes) -> int:
+        """Where to cut ``data`` so that a secret that may go on in the next read is kept back:
+        a token-like word at the very end (and what introduces it: ``Bearer``, ``key=``), and
+        characters of a known value at the very end, escapes between them or not."""
         start = max(0, len(data) - TAIL_WINDOW)
         hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
-        if m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold):
+        if (
+            hold
+            and data[hold - 1] in _INTRO_ENDS
+            and (m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold))
+        ):
             hold = m.start()
-        for secret, ends in self._prefix_ends:  # a known value begun (one not all word bytes)
-            for k in ends.get(data[hold - 1], ()) if hold else ():
-                if k <= hold and data.endswith(secret[:k], 0, hold):
-                    hold -= k
-                    break
-        if spread_tail:
-            for i in range(max(start, len(data) - self._spread_reach()), hold):
-                if data[i] in self._firsts and self._unfinished(data[i:]):
-                    return i
+        if self._raw_secrets:
+            hold = min(hold, self.scanner.run_tail(data, TAIL_WINDOW))
         return hold
-
-    def starts_secret(self, text: str) -> bool:
-        """Whether ``text`` (clean) ends with the beginning of a known value (4 characters at least)."""
-        return any(text.endswith(s[:k]) for s in self._secrets for k in range(4, len(s)))
-
-    def _spread_reach(self) -> int:
-        return min(TAIL_WINDOW, self.longest_raw * 12)
-
-    def _unfinished(self, tail: bytes) -> bool:
-        plain = _ESCAPE.sub(b"", tail)
-        return any(len(plain) < len(s) and s.startswith(plain) for s in self._raw_secrets)
 
 
 #: Where a shape is looked for: from this far before one of its anchors to this far after it,
