@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from waaah_agent.core.inbox_records import MAX_TEXT, HookRecord
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.settings import INBOX
 
 
@@ -44,7 +45,7 @@ def main() -> int:
     if not inbox:
         return 0
     try:
-        payload = json.loads(sys.stdin.read() or "{}")
+        payload = loads_json(sys.stdin.read() or "{}")
     except ValueError:
         payload = {}
     record = record_from(payload, sys.argv[1] if len(sys.argv) > 1 else "", time.time())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from waaah_agent.core.inbox_records import MAX_PROMPT, ControlCommand, ControlRecord
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime.report import is_live
 from waaah_agent.runtime.store import SessionState, SessionStore
@@ -122,7 +123,7 @@ def follow(
             *complete, pending = pending.split(b"\n")
             for line in complete:
                 try:
-                    event = json.loads(line)
+                    event = loads_json(line)
                 except ValueError:
                     continue
                 if (

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import open_append, private_dir, trusted_session, untrusted
@@ -279,7 +280,7 @@ class SessionDir:
         """The saved state; ``CorruptSession`` when it is not a session.json of the right shape
         (not a regular file, too big, not UTF-8 JSON, a field of the wrong type, another id)."""
         try:
-            state = SessionState.from_json(json.loads(read_text(self.state_file, STATE_CAP, follow=False)))
+            state = SessionState.from_json(loads_json(read_text(self.state_file, STATE_CAP, follow=False)))
         except FileNotFoundError:
             raise
         except (OSError, ValueError, TypeError) as err:
@@ -354,7 +355,7 @@ class SessionStore:
             if not trusted_session(state_file):
                 continue  # someone else's: never a candidate
             try:
-                data = json.loads(read_text(state_file, STATE_CAP, follow=False))
+                data = loads_json(read_text(state_file, STATE_CAP, follow=False))
             except (OSError, ValueError):
                 data = {}  # corrupt: still a candidate, so the user hears about it
             found = data.get("agent", agent) if isinstance(data, dict) else agent
