@@ -50,7 +50,8 @@ def main() -> int:
         payload = {}
     record = record_from(payload, sys.argv[1] if len(sys.argv) > 1 else "", time.time())
     try:
-        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # O_NONBLOCK: a FIFO in its place is an error (ENXIO), never a wait
+        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
         try:
             os.write(fd, (json.dumps(record.to_json()) + "\n").encode())
         finally:

@@ -233,7 +233,8 @@ class Inbox:
         data = (json.dumps(record.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # O_NONBLOCK: a FIFO in its place is an error (ENXIO), never a wait
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
             try:
                 os.write(fd, data)
             finally:

@@ -429,3 +429,29 @@ def test_tail_f_and_attach_end_when_the_session_ends(workspace, home, command):
     if command[0] == "tail":
         last = Path(state(workspace)["log_path"]).read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
         assert last in out  # what the session wrote last is printed before it ends
+
+
+def test_the_hook_and_the_mcp_proxy_never_wait_on_a_fifo_inbox(tmp_path):
+    """The CLI's hooks and our MCP proxy append to the inbox too: a FIFO there (no reader) is
+    an error they shrug off, never a wait that would hold up the CLI's hook or tool call."""
+    from waaah_agent.mcp_proxy import Inbox as ProxyInbox
+    from waaah_agent.mcp_proxy import start_record
+    from waaah_agent.settings import INBOX
+
+    fifo = tmp_path / "inbox.jsonl"
+    os.mkfifo(fifo)
+    hook = subprocess.run(
+        [sys.executable, "-m", "waaah_agent.hook", "Stop"],
+        input="{}",
+        env={**os.environ, INBOX: str(fifo)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert hook.returncode == 0 and not hook.stderr, hook.stderr
+    writer = threading.Thread(
+        target=ProxyInbox(fifo).write, args=(start_record("ack_task", 1, 1.0, 7),), daemon=True
+    )
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive(), "the MCP proxy waits on the FIFO"
