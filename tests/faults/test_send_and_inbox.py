@@ -111,6 +111,29 @@ def test_a_send_of_100k_emoji_keeps_the_session_stoppable_and_resumable(workspac
     assert sum(EMOJI in m for m in typed(workspace, native)) == 1
 
 
+def test_a_send_past_the_queue_limit_is_refused_in_one_line(workspace, home):
+    """40 prompts of 100,000 characters wait (the queue's 4,000,000): one more is refused where
+    it is sent, saying the limit; the queue and session.json keep their size."""
+    proc = busy_agent(workspace, home)
+    try:
+        folder = session_dirs(workspace)[-1]
+        fill = "import sys\nfrom pathlib import Path\nfrom waaah_agent.runtime.control import send_prompt\n"
+        fill += "for i in range(40): send_prompt(Path(sys.argv[1]), f'{i:02d}' + 'z' * 99_998)"
+        subprocess.run([sys.executable, "-c", fill, str(folder)], check=True, timeout=60)
+        retry_until(lambda: len(queue_texts(folder)) == 40, timeout=30)
+        refused = run_waaah("send", "one more", cwd=workspace, env=clean_env(home))
+        assert_no_traceback(refused.stdout, refused.stderr)
+        assert refused.returncode == 2 and "queued for" not in refused.stdout
+        [line] = refused.stderr.strip().splitlines()
+        assert "not queued" in line and "4,000,000" in line, line
+        time.sleep(1)
+        assert len(queue_texts(folder)) == 40
+        assert (folder / "session.json").stat().st_size < 64 * 1024
+    finally:
+        out, err = stop(proc)
+    assert_no_traceback(out, err)
+
+
 SENDER = """
 import sys
 from pathlib import Path
