@@ -160,7 +160,8 @@ def test_a_burst_of_1000_sends_is_queued_in_order_without_freezing_the_relay(wor
     """The agent prints a timestamped line every 2 ms through a real PTY; 1000 sends land in
     its inbox at once (the writer `waaah send` uses). A line's delay (its arrival less the time
     the agent wrote it) holds the relay's freezes; those during the burst exceed those of the
-    second before it by under 50 ms (the best of three bursts: the machine is shared). Then the
+    second before it by under 50 ms, and stay under 0.5 s whatever the machine's load (the best
+    of three bursts: the machine is shared). Then the
     session is resumed: the first prompts are typed once each, in order, the rest wait in order."""
     env = clean_env(home, SIM_MODE="latency", SIM_LINES="20000", SIM_GAP_MS="2")
     child = pexpect.spawn(
@@ -201,7 +202,7 @@ def test_a_burst_of_1000_sends_is_queued_in_order_without_freezing_the_relay(wor
             stdout=subprocess.PIPE,
             text=True,
         )
-        excess = []
+        excess, worst = [], []
         for burst in range(BURSTS):
             time.sleep(1.0)
             began, cpu = time.monotonic_ns(), cpu_seconds(child.pid)
@@ -225,9 +226,11 @@ def test_a_burst_of_1000_sends_is_queued_in_order_without_freezing_the_relay(wor
                 f"the supervisor's CPU meanwhile: {cpu * 1000:.0f} ms"
             )
             excess.append(max(during) - max(before))
-            if excess[-1] < 50e6:
+            worst.append(max(during))
+            if excess[-1] < 50e6 and worst[-1] < 0.5e9:
                 break
         assert min(excess) < 50e6, "the relay froze while the sends were read"
+        assert min(worst) < 0.5e9, "the relay froze while the sends were read (a machine this busy?)"
         size = (folder / "session.json").stat().st_size
         assert size < 64 * 1024, size
         assert queue_texts(folder) == [f"burst {i:04d}" for i in range(count)]
@@ -260,11 +263,6 @@ def inbox_of(ws: Path) -> Path:
     return session_dirs(ws)[-1] / "inbox.jsonl"
 
 
-def wake(folder: Path) -> None:
-    """Any file changing in the session folder wakes the supervisor's inbox watch."""
-    (folder / "inbox.jsonl.touch").write_text("x")
-
-
 def stops_within(proc: subprocess.Popen[str], seconds: float) -> tuple[str, str, float]:
     began = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -288,8 +286,7 @@ def test_a_fifo_a_directory_or_a_deep_line_in_the_inbox_is_one_line_and_nothing_
                 fh.write("[" * 100_000 + "]" * 100_000 + "\n")
         else:
             inbox.unlink(missing_ok=True)
-            os.mkfifo(inbox) if kind == "fifo" else inbox.mkdir()
-            wake(inbox.parent)
+            os.mkfifo(inbox) if kind == "fifo" else inbox.mkdir()  # its creation wakes the supervisor
         time.sleep(2)
         assert proc.poll() is None, "the supervisor crashed"
         paused = run_waaah("pause", cwd=workspace, env=clean_env(home), timeout=30)

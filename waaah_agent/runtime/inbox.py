@@ -20,7 +20,15 @@ import os
 from collections import deque
 from pathlib import Path
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from waaah_agent.core.inbox_records import InboxRecord, parse
@@ -70,7 +78,16 @@ class Inbox:
             assert self._fd is not None
             self._offset = os.fstat(self._fd).st_size
         self._observer = Observer()
-        self._observer.schedule(_Wake(path, mailbox), str(path.parent), recursive=False)
+        # Writes, creations and moves only: inotify then leaves out the opens and closes of every
+        # file in the folder (events.jsonl is opened for each event), work the thread never sees.
+        wanted: list[type[FileSystemEvent]] = [
+            FileModifiedEvent,
+            FileCreatedEvent,
+            FileMovedEvent,
+            DirCreatedEvent,  # a folder made in its place: said once, then ignored
+            DirMovedEvent,
+        ]
+        self._observer.schedule(_Wake(path, mailbox), str(path.parent), recursive=False, event_filter=wanted)
 
     def start(self) -> None:
         self._observer.daemon = True
