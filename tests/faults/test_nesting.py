@@ -69,7 +69,7 @@ def test_a_deep_providers_file_is_one_line_naming_it(workspace, home, tmp_path):
     path.write_text(DEEP_YAML)
     done = run_waaah("run", "hi", "--agent", "claude", cwd=workspace, env=run_env(home, tmp_path / "bin"))
     assert_no_traceback(done.stdout, done.stderr)
-    [line] = one_line_naming(path, done.stdout + done.stderr)
+    [line] = one_line_naming(path, done.stderr)
     assert "nested deeper than 100 levels" in line, line
 
 
