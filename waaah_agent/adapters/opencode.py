@@ -30,6 +30,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_opencode
 from waaah_agent.runtime.mcp_setup import (
@@ -156,7 +157,7 @@ def merged(given: str | None, ours: dict[str, Any]) -> dict[str, Any]:
     base: Any = {}
     if given and given.strip():
         try:
-            base = json.loads(given)
+            base = loads_json(given)
         except ValueError as err:
             raise ConfigRefused(
                 f"{CONFIG_CONTENT} is not JSON ({err})", f"fix or unset {CONFIG_CONTENT}"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core import names, present
+from waaah_agent.core.nesting import loads_json
 
 #: An agent file larger than this is refused.
 AGENT_FILE_CAP = 1024 * 1024
@@ -225,7 +226,7 @@ def parse_task(text: str) -> tuple[dict[str, str], list[str]]:
     ``prompt``, else ``task``; ``prompt``, ``task`` and ``context`` may hold any JSON (an object
     is sent as its JSON text), the other keys read are names (strings); null is as absent."""
     try:
-        data: Any = json.loads(text)
+        data: Any = loads_json(text)
     except (ValueError, RecursionError) as err:  # RecursionError: nested beyond any real task
         raise InputError(
             f"stdin starts with '{{' but is not a JSON object ({err}); give a text prompt that "

@@ -11,11 +11,12 @@ gemini and claude, scripts/record_streams_extra.py for codex and opencode).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from waaah_agent.core.nesting import loads_json
 
 # Tool names by the kind of effect they have, strongest last (see activity_class).
 EDIT_TOOLS = (
@@ -237,7 +238,7 @@ class StreamParser:
         if not text:
             return None
         try:
-            event = json.loads(text)
+            event = loads_json(text)
         except ValueError:
             self.summary.noise += 1
             return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from waaah_agent.core.castjson import escaped
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.textlog import LineCleaner
@@ -459,7 +460,7 @@ def replay(cast_path: Path) -> bytes:
         for n, line in enumerate(lines_of(part)):
             if n == 0:
                 continue  # each part starts with the header
-            _, kind, data = json.loads(line)
+            _, kind, data = loads_json(line)
             if kind == "o":
                 out += data.encode("utf-8", "surrogateescape")
     return bytes(out)

@@ -43,6 +43,7 @@ FLUSH_EVERY = 1.0
 REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
 REAP_FOR = 2.0  # ... this long, then SIGKILL
 REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
+INBOX_SLICE = 0.002  # seconds of inbox records handled between two looks at the PTY
 
 
 class Timer(Enum):
@@ -201,6 +202,15 @@ class Supervisor:
                 for name, value in changes.items():
                     setattr(self.state, name, value)
                 self.session.save(self.state)
+            case ev.Enqueue(text):
+                self.state.queued.append(text)  # what the next run of the agent starts with
+                self.session.queue.add(text)
+            case ev.Dequeue():
+                self.child.flush()  # the Enter that submitted it reaches the agent first
+                if self.state.queued:
+                    self.state.queued.pop(0)
+                if self.session.queue.pop():  # one of session.json's own
+                    self.session.save(self.state)
             case ev.SignalAgent(kill):
                 self.child.signal_group(signal.SIGKILL if kill else signal.SIGTERM)
             case ev.Menu(open_):
@@ -316,11 +326,11 @@ class Supervisor:
     # -- background reports ----------------------------------------------------------------
     def _on_mail(self, mask: int) -> None:
         assert self.mailbox is not None
+        inbox = False  # one wake-up per write: read once for them all
         for message in self.mailbox.drain():
             data = message.data
             if message.kind == "inbox":
-                for record in self.inbox.read_new() if self.inbox else []:
-                    self.tell(record)
+                inbox = True
             elif message.kind == "server":
                 self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
             elif message.kind == "agent-status":
@@ -329,6 +339,23 @@ class Supervisor:
                 record_own(message, self.logs, self.session)
             elif message.kind == PING:  # /healthz: the loop is alive (runtime/metrics.py)
                 data["answer"]()
+        if inbox:
+            self._read_inbox()
+
+    def _read_inbox(self) -> None:
+        """The inbox's records for INBOX_SLICE at most: a burst of a thousand `waaah send` is
+        read over many wake-ups, the agent's output relayed in between."""
+        if self.inbox is None:
+            return
+        deadline = time.monotonic() + INBOX_SLICE
+        while self.outcome is None:
+            for record in self.inbox.read_new(1):
+                self.tell(record)
+            if not self.inbox.more:
+                return
+            if time.monotonic() >= deadline and self.mailbox is not None:
+                self.mailbox.post("inbox")  # the rest after the next look at the PTY
+                return
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:

@@ -9,7 +9,6 @@ line that is not a JSON object is skipped, one longer than :data:`LINE_CAP` too 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -19,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.night_report import Night, duration, read_night, summary_lines
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.streams import Lines
@@ -110,7 +110,7 @@ def events_of(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
 def _events(lines: list[bytes]) -> Iterator[dict[str, Any]]:
     for line in lines:
         try:
-            event = json.loads(line)
+            event = loads_json(line)
         except (ValueError, RecursionError):
             continue
         if isinstance(event, dict):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime.parts import PART_CAP, DamagedPart, lines_of, parts_of
 from waaah_agent.runtime.safe_read import why
@@ -72,7 +73,7 @@ def header_of(cast_path: Path) -> dict[str, Any]:
         with contextlib.suppress(OSError, DamagedPart, ValueError, StopIteration):
             lines = lines_of(part, part_cap())
             try:
-                header = json.loads(next(lines))
+                header = loads_json(next(lines))
             finally:
                 lines.close()
             if isinstance(header, dict):
@@ -90,7 +91,7 @@ def events_of(cast_path: Path, problems: list[str]) -> Iterator[Event]:
                 if n == 0:
                     continue  # each part starts with the header
                 try:
-                    t, kind, data = json.loads(line)
+                    t, kind, data = loads_json(line)
                     event = (float(t), str(kind), str(data))
                 except (ValueError, TypeError):
                     problems.append(f"{part.name}: a line that is not an event, left out")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.printable import one_line
 from waaah_agent.runtime import homes, reaper
 from waaah_agent.runtime.private import check_state
@@ -70,7 +70,7 @@ def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
     out = []
     for line in lines:
         try:
-            out.append(json.loads(line))
+            out.append(loads_json(line))
         except ValueError:
             continue
     return out

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.printable import one_line
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.restore import own_prompt
@@ -114,7 +115,7 @@ class RunLog:
             self._put(json.dumps(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
             return
         try:
-            event = json.loads(masked)
+            event = loads_json(masked)
         except ValueError:
             return
         self._put(json.dumps({**head, "event": event}, ensure_ascii=False))
@@ -183,7 +184,7 @@ def records(path: Path, events: bool = False) -> Iterator[dict[str, Any]]:
             if not events and b'"record": "event"' in line[:40]:
                 continue  # stream events: not needed for summaries
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and isinstance(record.get("record"), str):
