@@ -64,6 +64,7 @@ SCREEN_MB = float(os.environ.get("BENCH_SCREEN_MB", "8"))
 FELT_ROUNDS = int(os.environ.get("BENCH_FELT_ROUNDS", "5"))
 RESTART_BASE_S = 0.05  # WAAAH_RESTART_BASE_SECONDS for the crash rounds: the backoff is 25-50 ms
 RELAYS = ("direct", "script", "python", "waaah")
+BENCH_KEY = "AIzaSyBench-0123456789abcdefghijklmnopq"  # a known secret in the relays' environment
 
 Sample = dict[str, float]
 
@@ -210,6 +211,10 @@ def make_setup() -> Iterator[Setup]:
             PYTHONPATH=str(ROOT),
             SIM_STARTUP_SECONDS="0.3",
             SIM_TRANSCRIPT_DIR=str(workspace / ".waaah" / "simulated"),
+            # A user's environment holds keys: the record looks for them (and their parts) in
+            # everything it writes, so the figures include that search.
+            GEMINI_API_KEY=BENCH_KEY,
+            GITHUB_TOKEN="ghp_" + "b3nchT0ken" * 4,
         )
         yield Setup(workspace, home, env)
 
@@ -339,6 +344,48 @@ def measure_waiting(setup: Setup, relay: str, failures: list[str]) -> Sample:
     finally:
         ensure_done(outer, f"{relay} replay", failures)
     return {"waiting_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100}
+
+
+def record_check(setup: Setup) -> dict[str, Any]:
+    """What the newest session's record holds after a blast through waaah: the .cast every byte the
+    agent wrote (its parts included), the text log each distinct line of the blast's text, and no
+    part (8 characters in a row) of the known key in the environment anywhere under .waaah/."""
+    from waaah_agent.runtime.logs import replay
+    from waaah_agent.simulated import AGENT_TEXT
+
+    logs = setup.workspace / ".waaah" / "logs"
+    casts = sorted(logs.glob("simulated-*.cast"), key=lambda p: p.stat().st_mtime)
+    if not casts:
+        return {"ok": False, "why": "no .cast"}
+    played = replay(casts[-1])
+    start, end = played.find(b"START blast"), played.find(b"BLAST-END ")
+    if start < 0 or end < 0:
+        return {"ok": False, "why": "the .cast misses the blast's first or last line"}
+    sent, newlines = (int(n) for n in played[end:].split()[1:3])
+    body = len(played[played.index(b"\n", start) + 1 : end]) - len(b"\x1b[0m\r\n")
+    cast_ok = body == sent + newlines  # each \n arrived as \r\n
+    text = b"".join(p.read_bytes() for p in logs.glob(casts[-1].stem + ".log*") if p.suffix != ".gz")
+    lines = [
+        "Reading src/app/handlers.py (lines 120-180)",
+        "cannot block the event loop",
+        "42 passed in 1.23s",
+    ]
+    lines_ok = all(line.encode() in text for line in lines)
+    grams = {BENCH_KEY[i : i + 8].encode() for i in range(len(BENCH_KEY) - 7)}
+    leaked = [
+        str(p)
+        for p in (setup.workspace / ".waaah").rglob("*")
+        if p.is_file() and "simulated" not in p.parts and any(g in p.read_bytes() for g in grams)
+    ]
+    return {
+        "ok": cast_ok and lines_ok and not leaked,
+        "cast_bytes_ok": cast_ok,
+        "cast_body_bytes": body,
+        "expected_bytes": sent + newlines,
+        "text_lines_ok": lines_ok,
+        "key_parts_in": leaked,
+        "distinct_lines_of_the_blast": len({ln for ln in AGENT_TEXT.splitlines() if ln.strip()}),
+    }
 
 
 # -- what a user feels: start-up, restart after a crash, the continue prompt ----------------------
@@ -526,6 +573,7 @@ class Results:
     once: dict[str, Sample] = field(default_factory=lambda: {r: {} for r in RELAYS})
     felt: list[Sample] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # what the last waaah blast's record holds
 
     def felt_stats(self, key: str) -> dict[str, float] | None:
         values = [s[key] for s in self.felt if key in s]
@@ -566,18 +614,22 @@ def run_once(setup: Setup, results: Results) -> None:
         print(
             f"gemini waiting, {relay}: {results.once[relay]['waiting_cpu_pct']:.2f} % of a core", flush=True
         )
-    big = measure_blast(setup, "waaah", results.failures, BIG_MB)
-    results.once["waaah"] |= {
-        "big_mb_per_s": big["mb_per_s"],
-        "big_cpu_s_per_100mb": big["cpu_s_per_100mb"],
-        "rss_after_big_mb": big["rss_end_mb"],
-        "rss_peak_big_mb": big["rss_peak_mb"],
-        "rss_at_100mb": big.get("rss_at_100mb", 0.0),
-    }
-    print(
-        f"{BIG_MB:.0f} MB through waaah: {big['mb_per_s']:.1f} MB/s, RSS {big['rss_end_mb']:.1f} MB",
-        flush=True,
-    )
+    for relay in ("script", "waaah"):
+        big = measure_blast(setup, relay, results.failures, BIG_MB)
+        results.once[relay] |= {
+            "big_mb_per_s": big["mb_per_s"],
+            "big_cpu_s_per_100mb": big["cpu_s_per_100mb"],
+            "rss_after_big_mb": big["rss_end_mb"],
+            "rss_peak_big_mb": big["rss_peak_mb"],
+            "rss_at_100mb": big.get("rss_at_100mb", 0.0),
+        }
+        print(
+            f"{BIG_MB:.0f} MB through {relay}: {big['mb_per_s']:.1f} MB/s, "
+            f"{big['cpu_s_per_100mb']:.2f} CPU s per 100 MB, RSS {big['rss_end_mb']:.1f} MB",
+            flush=True,
+        )
+    results.record = record_check(setup)
+    print(f"the record of the last blast: {results.record}", flush=True)
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -661,38 +713,75 @@ def table(results: Results, costs: Sample) -> str:
 
 
 def goals(results: Results) -> list[str]:
+    """Each target, met or missed, with its figures (README "Performance")."""
+
     def get(relay: str, key: str) -> float:
         value = results.median(relay, key)
         return float("nan") if value is None else value
 
-    added_p99 = get("waaah", "lat_p99") - get("direct", "lat_p99")
-    rss_after = get("waaah", "rss_after_big_mb")
+    w, s_, d = "waaah", "script", "direct"
+    rss_after = get(w, "rss_after_big_mb")
     checks = [
-        (f"added p99 output latency {added_p99:.2f} ms < 2 ms", added_p99 < 2),
         (
-            f"throughput {get('waaah', 'mb_per_s'):.1f} MB/s >= script's {get('script', 'mb_per_s'):.1f}",
-            get("waaah", "mb_per_s") >= get("script", "mb_per_s"),
+            f"throughput over {BLAST_MB:.0f} MB {get(w, 'mb_per_s'):.1f} MB/s >= script's {get(s_, 'mb_per_s'):.1f}",
+            get(w, "mb_per_s") >= get(s_, "mb_per_s"),
         ),
         (
-            f"idle CPU {get('waaah', 'idle_cpu_pct'):.3f} % < 0.2 % of a core",
-            get("waaah", "idle_cpu_pct") < 0.2,
+            f"throughput over {BIG_MB:.0f} MB {get(w, 'big_mb_per_s'):.1f} MB/s >= script's "
+            f"{get(s_, 'big_mb_per_s'):.1f}",
+            get(w, "big_mb_per_s") >= get(s_, "big_mb_per_s"),
         ),
         (
-            f"CPU while gemini waits in its loop {get('waaah', 'waiting_cpu_pct'):.2f} % <= 2 % of a core",
-            get("waaah", "waiting_cpu_pct") <= 2,
+            f"CPU per 100 MB {get(w, 'cpu_s_per_100mb'):.2f} s <= 1.5x script's {get(s_, 'cpu_s_per_100mb'):.2f} "
+            f"({get(w, 'cpu_s_per_100mb') / get(s_, 'cpu_s_per_100mb'):.2f}x; over {BIG_MB:.0f} MB "
+            f"{get(w, 'big_cpu_s_per_100mb'):.2f} against {get(s_, 'big_cpu_s_per_100mb'):.2f})",
+            get(w, "cpu_s_per_100mb") <= 1.5 * get(s_, "cpu_s_per_100mb")
+            and get(w, "big_cpu_s_per_100mb") <= 1.5 * get(s_, "big_cpu_s_per_100mb"),
+        ),
+        (
+            f"keystroke p50 {get(w, 'key_p50'):.3f} ms within 0.1 ms of script's {get(s_, 'key_p50'):.3f}",
+            get(w, "key_p50") <= get(s_, "key_p50") + 0.1,
+        ),
+        (
+            f"keystroke p99 {get(w, 'key_p99'):.3f} ms within 0.5 ms of script's {get(s_, 'key_p99'):.3f}",
+            get(w, "key_p99") <= get(s_, "key_p99") + 0.5,
+        ),
+        (
+            f"output latency p99 {get(w, 'lat_p99'):.3f} ms within 1 ms of direct's {get(d, 'lat_p99'):.3f}",
+            get(w, "lat_p99") <= get(d, "lat_p99") + 1.0,
+        ),
+        (
+            f"CPU while gemini waits in its loop {get(w, 'waiting_cpu_pct'):.2f} % <= 1.5 % of a core",
+            get(w, "waiting_cpu_pct") <= 1.5,
+        ),
+        (
+            f"nothing lost: the .cast holds every byte ({results.record.get('cast_body_bytes')} of "
+            f"{results.record.get('expected_bytes')}), the text log the blast's lines "
+            f"({results.record.get('text_lines_ok')}), no part of the known key in a file "
+            f"({results.record.get('key_parts_in')})",
+            bool(results.record.get("ok")),
+        ),
+        (
+            f"idle CPU {get(w, 'idle_cpu_pct'):.3f} % < 0.2 % of a core",
+            get(w, "idle_cpu_pct") < 0.2,
         ),
         (
             f"RSS after {BIG_MB:.0f} MB {rss_after:.1f} MB < 80 MB, flat "
-            f"(after 100 MB {get('waaah', 'rss_at_100mb'):.1f} MB)",
-            rss_after < 80 and rss_after - get("waaah", "rss_at_100mb") < 10,
+            f"(after 100 MB {get(w, 'rss_at_100mb'):.1f} MB)",
+            rss_after < 80 and rss_after - get(w, "rss_at_100mb") < 10,
         ),
     ]
     report = [f"[{'met ' if ok else 'MISS'}] {text}" for text, ok in checks]
     bare = get("python", "mb_per_s")
     report.append(
-        f"[info] the bare Python relay: {bare:.1f} MB/s, {bare / get('script', 'mb_per_s'):.2f}x script's; "
-        f"waaah {get('waaah', 'mb_per_s') / bare:.2f}x the bare relay's, "
-        f"{get('waaah', 'cpu_s_per_100mb') - get('python', 'cpu_s_per_100mb'):.2f} CPU s per 100 MB more"
+        f"[info] the bare Python relay: {bare:.1f} MB/s, {bare / get(s_, 'mb_per_s'):.2f}x script's; "
+        f"waaah {get(w, 'mb_per_s') / bare:.2f}x the bare relay's, "
+        f"{get(w, 'cpu_s_per_100mb') - get('python', 'cpu_s_per_100mb'):.2f} CPU s per 100 MB more"
+    )
+    load = os.getloadavg()
+    report.append(
+        f"[info] load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores "
+        "(throughput and latency move with the machine's other work; CPU seconds much less)"
     )
     return report
 
@@ -748,6 +837,8 @@ def save(results: Results, costs: Sample, report: str, info: dict[str, Any]) -> 
         },
         "in_process": costs,
         "goals": goals(results),
+        "record": results.record,
+        "load_avg_end": os.getloadavg(),
         "failures": results.failures,
         "table": report,
     }

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from waaah_agent import adapters, settings
+from waaah_agent.cli_callers import RunCommand
 from waaah_agent.cli_config import config
 from waaah_agent.cli_control import attach, pause, resume, send, stop, tail
 from waaah_agent.cli_mcp import mcp_app, mcp_proxy
@@ -360,7 +361,7 @@ def doctor(
     raise typer.Exit(doc.exit_code(checks))
 
 
-app.command(cls=PassThrough, epilog=f"Exit codes: {RUN_EXITS}")(run)
+app.command(cls=RunCommand, epilog=f"Exit codes: {RUN_EXITS}")(run)
 app.command()(sessions)
 app.command()(status)
 app.command()(replay)
@@ -384,7 +385,9 @@ def main() -> None:
     try:  # the config file's keys become the variables not set: a flag or a variable wins
         config_file.apply(os.environ)
     except WaaahError as err:
-        print(f"waaah: {err}", file=sys.stderr)
+        from waaah_agent.core.printable import printable
+
+        print(f"waaah: {printable(str(err))}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
     settings.take_private(os.environ)  # alert URLs: ours alone, never a child's
     app()

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from waaah_agent.cli_run import _exit
+from waaah_agent.cli_run import _exit, _masked
 
 
 def config(
@@ -20,6 +20,7 @@ def config(
     """The config file's path and each setting: its value and whether it comes from the
     environment, the config file or the default (a flag wins over all three)."""
     from waaah_agent.core.config import template
+    from waaah_agent.core.printable import one_line
     from waaah_agent.runtime import config_file
 
     def go() -> int:
@@ -29,14 +30,21 @@ def config(
         where = config_file.path(os.environ)
         rows = config_file.shown(os.environ)
         if as_json:
-            print(json.dumps({"path": str(where), "exists": where.exists(), "settings": rows}, indent=2))
+            # Each value masked on its own: the document's own keys ("key": ...) are no secret.
+            shown = [{**row, "value": _masked(row["value"])} for row in rows]
+            print(
+                json.dumps(
+                    {"path": _masked(str(where)), "exists": where.exists(), "settings": shown}, indent=2
+                )
+            )
             return 0
         print(
-            f"config file: {where}" + ("" if where.exists() else " (none; waaah config --example shows one)")
+            _masked(f"config file: {where}")
+            + ("" if where.exists() else " (none; waaah config --example shows one)")
         )
-        for row in rows:
+        for row in rows:  # values from a file: secrets masked, escapes shown
             value = row["value"] or "-"
-            print(f"  {row['key']:<17} {value:<40} {row['from']} ({row['variable']})")
+            print(_masked(f"  {row['key']:<17} {one_line(value):<40} {row['from']} ({row['variable']})"))
         return 0
 
     _exit(go)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,13 +26,12 @@ def send(
     """Type a prompt into the running agent, with the same verified delivery as waaah's own: once
     it is ready (a wait_for_prompt in flight is ended with Esc; a turn at work is left to finish),
     never over a draft. Queued in order; kept across restarts."""
-    from waaah_agent.core.inbox_records import MAX_PROMPT
     from waaah_agent.runtime import control
 
     def go() -> int:
         folder, state = control.running(workspace or Path.cwd(), session)
-        text = sys.stdin.read(MAX_PROMPT + 1) if prompt == "-" else prompt
-        control.send_prompt(folder, text)
+        text = control.read_prompt(sys.stdin.buffer) if prompt == "-" else prompt
+        control.send_prompt(folder, text, state.queued)
         print(f"waaah: queued for {state.id}: typed once the agent is ready (waaah tail -f shows it)")
         return 0
 
@@ -106,8 +106,10 @@ def tail(
     from waaah_agent.runtime import control
 
     def go() -> int:
-        _, state = control.running(workspace or Path.cwd(), session)
-        control.follow(Path(state.log_path), control.stdout_bytes(), lines, lambda: follow)
+        folder, state = control.running(workspace or Path.cwd(), session)
+        live = functools.partial(control.session_live, folder)
+        if control.follow(Path(state.log_path), control.stdout_bytes(), lines, lambda: follow, live=live):
+            print(f"waaah: {state.id} has ended", file=sys.stderr)
         return 0
 
     _exit(go)
@@ -121,17 +123,22 @@ def attach(
     from waaah_agent.runtime import control
 
     def go() -> int:
-        _, state = control.running(workspace or Path.cwd(), session)
+        folder, state = control.running(workspace or Path.cwd(), session)
         out = control.stdout_bytes()
         out.write(b"\x1b[2J\x1b[H")
+        ended = False
         try:
-            control.follow(Path(state.cast_path), out, 0, lambda: True, cast=True)
+            live = functools.partial(control.session_live, folder)
+            ended = control.follow(Path(state.cast_path), out, 0, lambda: True, cast=True, live=live)
         except KeyboardInterrupt:
             pass
         finally:
             out.write(b"\x1b[0m\x1b[?25h\r\n")
             out.flush()
-            print(f"waaah: detached from {state.id}", file=sys.stderr)
+            print(
+                f"waaah: {state.id} has ended" if ended else f"waaah: detached from {state.id}",
+                file=sys.stderr,
+            )
         return 0
 
     _exit(go)

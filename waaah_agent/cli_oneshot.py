@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from waaah_agent import settings
+from waaah_agent.cli_callers import (
+    AllowedToolsOption,
+    EnvOption,
+    FallbackOption,
+    LlmMaxLinesOption,
+    NoFallbackOption,
+    TicketOption,
+    VerboseOption,
+    env_dict,
+)
+from waaah_agent.cli_callers import no_fallback as no_fallback_value
 from waaah_agent.cli_inputs import (
     AgentFileOption,
     ContextDirOption,
@@ -30,12 +42,14 @@ from waaah_agent.cli_options import (
     _flag_only,
     _format,
     _headless_cli,
-    _headless_list,
-    _headless_names,
 )
 from waaah_agent.cli_route import CooldownOption, RoleOption, _from_env
 from waaah_agent.cli_run import _exit, _masked
-from waaah_agent.core.run_inputs import CONTEXT_MAX, RunInputs
+from waaah_agent.core import failures as F
+from waaah_agent.core import outputs, present
+from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.core.run_inputs import CONTEXT_MAX, RunInputs, split_tools
+from waaah_agent.errors import SessionNotFound, UsageError, WaaahError
 
 
 def run(
@@ -121,17 +135,8 @@ def run(
             help="Seconds for the whole run: every attempt, wait and fallback. Example: --timeout 300",
         ),
     ] = settings.RUN_TIMEOUT,
-    fallback: Annotated[
-        str | None,
-        typer.Option(
-            "--fallback",
-            envvar="WAAAH_FALLBACK",
-            callback=_headless_list,
-            metavar="CLI[,CLI...]",
-            help=f"CLIs to try next, in order, each one of {', '.join(_headless_names())}. "
-            "Example: --fallback claude,gemini",
-        ),
-    ] = None,
+    fallback: FallbackOption = None,
+    no_fallback: NoFallbackOption = False,
     context: Annotated[
         Path | None,
         typer.Option(
@@ -172,7 +177,7 @@ def run(
             min=1,
             metavar="N",
             help="Token budget of this run (input + output over its attempts): once spent, no retry or "
-            "fallback starts (error_type budget, exit 17); the attempt in hand finishes. "
+            "fallback starts (error_kind budget, exit 17); the attempt in hand finishes. "
             "Example: --max-tokens 200000",
         ),
     ] = None,
@@ -208,6 +213,11 @@ def run(
             'session, the envelope last. Example: waaah run "..." --stream | jq -c .',
         ),
     ] = False,
+    allowed_tools: AllowedToolsOption = None,
+    cli_env: EnvOption = None,
+    ticket: TicketOption = None,
+    verbose: VerboseOption = False,
+    llm_max_lines: LlmMaxLinesOption = present.LLM_MAX_LINES,
     reasoning_fallback: Annotated[
         bool,
         typer.Option(
@@ -218,10 +228,12 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run one prompt through an agent CLI headless and print one JSON envelope.
+    """Run one prompt through an agent CLI headless and print one JSON envelope (on a failure too).
 
-    Retries transient errors, waits out short rate limits, falls back to the next CLI of
-    --fallback on a crash or timeout, all within --timeout (and --max-tokens/--max-cost). The
+    Retries transient errors, waits out short rate limits, falls back to the next CLI of the
+    chain (--fallback, else the other usable CLIs) on a crash or timeout, all within --timeout
+    (and --max-tokens/--max-cost). The envelope has the fields of the older per-CLI wrappers
+    (docs/run.md). The
     prompt can carry an agent file and persona, a skill, context; --model is resolved per CLI
     (providers.yaml, aliases); --dry-run shows it all and starts nothing; --stream prints JSON
     lines as the run goes; --resume/--resume-tree replay earlier runs into a new session of any
@@ -233,17 +245,29 @@ def run(
     if reasoning_fallback:
         from waaah_agent.runtime import run_reasoning
 
-        _exit(lambda: run_reasoning.main(session, prompt, workspace, dict(os.environ), sys.stdout))
+        _exit(
+            _enveloped(
+                lambda: run_reasoning.main(session, prompt, workspace, dict(os.environ), sys.stdout),
+                fmt,
+            )
+        )
 
     if paths and not list_runs:
         raise typer.BadParameter("only with --list (waaah run --list [ID] --paths)", param_hint="'--paths'")
     if list_runs:
         # json is the envelope's default format: the tree is text unless --format json is given.
         source = getattr(ctx.get_parameter_source("fmt"), "name", "")
-        _exit(lambda: _list(prompt, workspace, paths, fmt == "json" and source == "COMMANDLINE"))
+        as_json = fmt == "json" and source == "COMMANDLINE"
+        _exit(
+            _enveloped(
+                lambda: _list(prompt, workspace, paths, as_json),
+                fmt,  # a refusal is the envelope, as for any run (unless --format text)
+            )
+        )
     # --role wins over WAAAH_DEFAULT_AGENT and WAAAH_FALLBACK; --agent and --session over --role
     routed = role and not session and (agent is None or _from_env(ctx, "agent"))
     env_only = {n for n in ("agent", "fallback") if routed and _from_env(ctx, n)}
+    no_fallback_at_all = no_fallback or (no_fallback_value(fallback) and "fallback" not in env_only)
     options = run_io.RunOptions(
         prompt=prompt,
         agent=None if "agent" in env_only else agent,
@@ -252,8 +276,9 @@ def run(
         parent=parent,
         timeout=timeout,
         fallback=[]
-        if "fallback" in env_only
+        if "fallback" in env_only or no_fallback_at_all
         else [a.strip() for a in (fallback or "").split(",") if a.strip()],
+        default_fallback=not no_fallback_at_all,
         context=context,
         format=fmt,
         extra_args=_cli_args(ctx),
@@ -276,15 +301,51 @@ def run(
             permission_mode=permission_mode,
             temperature=temperature,
             dry_run=dry_run,
+            allowed_tools=split_tools(allowed_tools or []),
         ),
         stream=stream,
+        cli_env=env_dict(cli_env),
+        ticket=settings.ticket(ticket, os.environ),
+        verbose=verbose,
+        llm_max_lines=llm_max_lines,
     )
 
     def go() -> int:
         oneshot.interrupt_on_sigterm()
-        return oneshot.execute(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
+        return oneshot.main(options, dict(os.environ), sys.stdin, sys.stdout, sys.stderr)
 
     _exit(go)
+
+
+def _enveloped(action: Callable[[], int], fmt: str) -> Callable[[], int]:
+    """``action``, whose refusal (a bad id, an unreadable log folder) prints the envelope too."""
+
+    def go() -> int:
+        from waaah_agent.runtime.run_io import RunOptions, show_failure
+
+        try:
+            return action()
+        except WaaahError as bad:
+            usage = isinstance(bad, UsageError)
+            envelope = outputs.failure_envelope(
+                F.INVALID_INPUT
+                if usage
+                else F.INVALID_SESSION
+                if isinstance(bad, SessionNotFound)
+                else F.UNKNOWN,
+                _masked(str(bad)),
+                bad.exit_code,
+                version=present.ENVELOPE_VERSION,
+            )
+            show_failure(
+                envelope,
+                RunOptions(format=fmt),
+                sys.stdout,
+                Redactor(known_secrets(settings.with_private(os.environ))),
+            )
+            raise
+
+    return go
 
 
 def _list(wanted: str | None, workspace: Path | None, paths: bool, as_json: bool) -> int:

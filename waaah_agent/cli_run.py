@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from waaah_agent import settings
 from waaah_agent.errors import ExitCode, WaaahError
 
 
@@ -25,10 +26,12 @@ def _exit(action: object) -> None:
 
 
 def _masked(text: str, *secrets: str | None) -> str:
-    """What we print, with the secrets of this environment (and any given by a flag) masked."""
+    """What we print, with the secrets of this environment (and any given by a flag) masked and
+    the control characters of the data in it shown, not acted on (core/printable.py)."""
+    from waaah_agent.core.printable import printable
     from waaah_agent.core.redact import Redactor, known_secrets
 
-    redact = Redactor(known_secrets(os.environ))
+    redact = Redactor(known_secrets(settings.with_private(os.environ)))
     for secret in secrets:
         redact.add(secret)
-    return redact(text)
+    return printable(redact(text))

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from waaah_agent.core.inbox_records import MAX_TEXT, HookRecord
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.settings import INBOX
 
 
@@ -44,12 +45,13 @@ def main() -> int:
     if not inbox:
         return 0
     try:
-        payload = json.loads(sys.stdin.read() or "{}")
+        payload = loads_json(sys.stdin.read() or "{}")
     except ValueError:
         payload = {}
     record = record_from(payload, sys.argv[1] if len(sys.argv) > 1 else "", time.time())
     try:
-        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # O_NONBLOCK: a FIFO in its place is an error (ENXIO), never a wait
+        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
         try:
             os.write(fd, (json.dumps(record.to_json()) + "\n").encode())
         finally:

@@ -62,6 +62,9 @@ WORKSPACE = "WAAAH_WORKSPACE"  # `waaah agent --workspace`
 METRICS_PORT = "WAAAH_METRICS_PORT"  # /healthz, /readyz and /metrics on this port (off by default)
 METRICS_HOST = "WAAAH_METRICS_HOST"  # ... on this address
 LOG_FORMAT = "WAAAH_LOG_FORMAT"  # headless: text (one line a person reads) or json (one object per event)
+TICKET_ID = "WAAAH_TICKET_ID"  # `waaah run --ticket`: the run log's name starts with it
+OLD_TICKET_ID = "A8_TICKET_ID"  # the same, as the older wrappers' callers set it
+FALLBACK = "WAAAH_FALLBACK"  # `waaah run --fallback` ("none": no fallback, not even the default)
 
 # ----- defaults -------------------------------------------------------------------------------------
 
@@ -207,6 +210,12 @@ def take_private(environ: MutableMapping[str, str]) -> None:
             _TAKEN[name] = environ.pop(name)
 
 
+def with_private(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the :data:`PRIVATE` variables taken out at the start put back: what the
+    redactors learn their secrets from (an alert URL's password is masked wherever it shows)."""
+    return {**_TAKEN, **env}
+
+
 def private(env: Mapping[str, str], name: str) -> str:
     """A :data:`PRIVATE` variable: from ``env``, else as it was taken out at the start."""
     return env.get(name) or _TAKEN.get(name, "")
@@ -252,6 +261,11 @@ def pass_env(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]
     """The variables `waaah run` passes besides its defaults: every --pass-env, and PASS_ENV."""
     given = [*(flags or []), env.get(PASS_ENV, "")]
     return tuple(n.strip() for g in given for n in g.replace(";", ",").split(",") if n.strip())
+
+
+def ticket(flag: str | None, env: Mapping[str, str]) -> str:
+    """`waaah run`'s ticket id: --ticket, else WAAAH_TICKET_ID, else A8_TICKET_ID (unsanitised)."""
+    return (flag or env.get(TICKET_ID) or env.get(OLD_TICKET_ID) or "").strip()
 
 
 def log_level(env: Mapping[str, str]) -> str:

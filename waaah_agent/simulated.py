@@ -10,7 +10,9 @@ SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HA
 SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SUBMIT_LAG=S (a
 submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
 seconds: the moment between the CLI taking a prompt and the screen showing it),
-SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
+SIM_ECHO=cells|cr (typed keys shown
+cell by cell with cursor moves and colours, or as the input line written again after a CR,
+instead of a redraw), SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
 ``sleep 300`` daemon in a session of its own, ``nohup``, a ``sleep 300`` that ignores SIGHUP in
 ours; both double-forked through ``sh``, so their parent is gone at once; their pids are
 appended to the file SIM_SPAWN_PIDS, one ``kind pid`` a line). `/apikey` opens a key-entry
@@ -71,6 +73,11 @@ class Sim:
         self.submit_lag = float(os.environ.get("SIM_SUBMIT_LAG", "0"))
         self.lagging = ""  # a prompt taken but still shown in the input box (SIM_SUBMIT_LAG)
         self.key_entry: str | None = None  # the /apikey screen is up, with what was typed so far
+        # SIM_ECHO: how a typed key is shown. "" (default): the whole screen drawn again, as Ink
+        # does; "cells": only the key's cell, each in a colour, with a cursor move before it, as a
+        # diff-based TUI does; "cr": the input line written again after a CR.
+        self.echo = os.environ.get("SIM_ECHO", "")
+        self.echoed = ""  # what the last keys changed, written instead of a redraw
 
     # -- drawing -----------------------------------------------------------------------
     def draw(self) -> None:
@@ -160,6 +167,14 @@ class Sim:
             return self.submit()
         elif key >= b" ":
             self.draft += key.decode("latin-1")
+            rows = shutil.get_terminal_size((120, 40))[1]
+            if self.echo == "cells":
+                col = 4 + len(self.draft)
+                self.echoed += (
+                    f"\x1b[{rows - 2};{col - 1}H\x1b[3{len(self.draft) % 8}m{self.draft[-1]}\x1b[0m"
+                )
+            elif self.echo == "cr":
+                self.echoed += f"\x1b[{rows - 2};1H\r > {self.draft[:-1]}\r > \x1b[1m{self.draft}\x1b[0m"
         return None
 
     def submit(self) -> int | None:
@@ -392,8 +407,12 @@ def loop(sim: Sim, fd: int) -> int:
             if code is not None:
                 return code
         sim.tick()
-        if ready or animating:
+        if sim.echoed and not animating and sim.key_entry is None:
+            sys.stdout.write(sim.echoed)  # the keys' cells only: no redraw
+            sys.stdout.flush()
+        elif ready or animating:
             sim.draw()
+        sim.echoed = ""
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from waaah_agent.core import mcpconf
 from waaah_agent.core.inbox_records import TapEvent, TapOutcome, TapRecord
+from waaah_agent.core.nesting import loads_json
 
 log = logging.getLogger("waaah.mcp_proxy.http")
 
@@ -35,7 +36,7 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 def parse_json_text(text: str) -> Any:
     """The JSON value inside a result text, or None when the text is not JSON (plain sentences)."""
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         return None
 
@@ -87,7 +88,7 @@ def interpret_http(status: int, body: bytes, *, tool: str, server: str, api_key:
     """
     if status == 200:
         try:
-            return _tool_answer(json.loads(body.decode("utf-8", errors="replace")))
+            return _tool_answer(loads_json(body.decode("utf-8", errors="replace")))
         except ValueError:
             pass
     return ToolResult.error(
@@ -102,7 +103,7 @@ def _http_problem(status: int, body: bytes, *, tool: str, server: str, has_key: 
     if status == 404:
         return f"WAAAH server at {server} has no tool {tool!r} (HTTP 404)."
     try:
-        answer = json.loads(body.decode("utf-8", errors="replace"))
+        answer = loads_json(body.decode("utf-8", errors="replace"))
     except ValueError:
         return f"WAAAH server at {server} answered HTTP {status} with a non-JSON body: is it a WAAAH server?"
     detail = answer.get("error") if isinstance(answer, dict) else None
@@ -204,7 +205,8 @@ class Inbox:
         data = (json.dumps(record.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # O_NONBLOCK: a FIFO in its place is an error (ENXIO), never a wait
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
             try:
                 os.write(fd, data)
             finally:

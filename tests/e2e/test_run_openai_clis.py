@@ -18,6 +18,7 @@ import pytest
 from tests.doubles.cli_homes import base_env, cli_bin
 from tests.doubles.fake_openai import FAKE_KEY, FakeOpenAI
 from tests.e2e.conftest import with_cli_path, workspace_for
+from tests.envelope_schema import check
 
 KEY_ENV = "FAKE_OPENAI_API_KEY"
 MODEL = {"codex": "gpt-5.5", "opencode": "gpt-fake"}  # codex needs a slug from its own catalogue
@@ -176,8 +177,11 @@ def test_reasoning_tokens_used_and_stream_lines(cli: str, tmp_path: Path) -> Non
     assert envelope["tokens_used"] == {
         "input_tokens": 123,
         "output_tokens": 45,
+        "estimated_output_tokens": len("Hello from the fake model.") // 4,
         "total_tokens": 168,
-        "cost_usd": 0 if cli == "opencode" else None,  # opencode prices the fake model at 0
+        "cost_usd": 0.0,  # opencode prices the fake model at 0; codex reports no cost: 0 too
         "cache_read_input_tokens": 7,
         "cache_creation_input_tokens": 0,
     }
+    assert ("cost_usd" in envelope["tokens"]) == (cli == "opencode")  # ours says which reported one
+    check(envelope)

@@ -19,6 +19,7 @@ import pytest
 from tests.doubles.cli_homes import TEST_KEY, claude_env, gemini_env
 from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, Usage
 from tests.e2e.conftest import with_cli_path, workspace_for
+from tests.envelope_schema import check
 from tests.runtime.helpers import WAAAH, retry_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -49,6 +50,9 @@ def both_env(tmp_path: Path, ws: Path, url: str, api_key: str | None = "default"
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env.pop("WAAAH_PARENT_ID", None)
     env.pop("WAAAH_DEFAULT_AGENT", None)
+    # Each test names the chain it runs (--fallback); the default chain (every other usable
+    # CLI, codex and opencode too) has tests of its own, which take this out.
+    env["WAAAH_FALLBACK"] = "none"
     return with_cli_path(env)
 
 
@@ -154,7 +158,8 @@ def test_session_continues_the_cli_conversation(cli: str, tmp_path: Path) -> Non
         # An id nobody knows: a clear error, nothing run.
         before = len(fake.requests)
         code, out, err = waaah_run(ws, env, "AGAIN-MARKER x", "--session", "no-such-session")
-        assert code == 7 and out == {} and "unknown session id 'no-such-session'" in err
+        assert code == 7 and "unknown session id 'no-such-session'" in err
+        assert check(out)["error_type"] == "invalid_session" and out["attempts"] == []
         assert len(fake.requests) == before
 
 
@@ -243,7 +248,9 @@ def test_no_key_is_an_auth_error_and_never_retried(cli: str, tmp_path: Path) -> 
         env = both_env(tmp_path, ws, fake.url, api_key=None)
         code, out, err = waaah_run(ws, env, "ANSWER-MARKER hi", "--agent", cli)
         assert code == 6, err
-        assert out["error_type"] == "auth" and out["recoverable"] is False
+        # auth is one of the older wrappers' provider_error (another CLI has its own login)
+        assert (out["error_type"], out["error_kind"], out["recoverable"]) == ("provider_error", "auth", True)
+        check(out)
         assert len(out["attempts"]) == 1 and fake.main_requests() == []
         assert "waaah: auth:" in err
         decisions = records(out["log_path"], "decision")
@@ -254,8 +261,12 @@ def test_a_cli_that_keeps_failing_is_skipped_by_later_runs(tmp_path: Path) -> No
     ws = workspace_for(tmp_path)
     with FakeModel(rules()) as fake:
         broken = both_env(tmp_path, ws, fake.url, api_key=None)
+        states = []
         for _ in range(3):
-            assert waaah_run(ws, broken, "ANSWER-MARKER hi", "--agent", "claude")[0] == 6
+            code, out, _ = waaah_run(ws, broken, "ANSWER-MARKER hi", "--agent", "claude")
+            assert code == 6 and out["used_fallback"] is False
+            states.append(out["circuit_state"])
+        assert states == ["closed", "closed", "open"]  # the third run that gave up opened it
         doctor = subprocess.run(
             [WAAAH, "doctor", "--agent", "claude"], cwd=ws, env=broken, capture_output=True, text=True
         ).stdout
@@ -268,6 +279,8 @@ def test_a_cli_that_keeps_failing_is_skipped_by_later_runs(tmp_path: Path) -> No
             ("gemini", "ok"),
         ]
         assert [r["api"] for r in fake.main_requests()] == ["gemini"]
+        assert out["used_fallback"] is True and out["circuit_state"] == "closed"  # gemini's
+        assert out["max_attempts"] == 2 * 4  # two CLIs, each: 1 + a model retry + 2 retries
 
 
 def _alive(pid: int) -> bool:
@@ -295,7 +308,12 @@ def test_ctrl_c_stops_the_cli_keeps_the_log_and_exits_130(cli: str, tmp_path: Pa
         out, err = proc.communicate(timeout=20)
         assert proc.returncode == 130, err
         envelope = json.loads(out)
-        assert envelope["error_type"] == "interrupted" and envelope["exit_code"] == 130
+        assert (envelope["error_type"], envelope["error_kind"], envelope["exit_code"]) == (
+            "unknown",
+            "interrupted",
+            130,
+        )
+        check(envelope)
         assert envelope["error"] == "Ctrl+C: the run and its CLI were stopped"
         log = records(envelope["log_path"])
         assert [r["record"] for r in log][0] == "start" and log[-1]["record"] == "end"
@@ -314,7 +332,7 @@ def test_sigterm_stops_the_run_and_says_so(tmp_path: Path) -> None:
         proc.terminate()
         out, err = proc.communicate(timeout=20)
         assert proc.returncode == 130, err
-        envelope = json.loads(out)
-        assert envelope["error_type"] == "interrupted"
+        envelope = check(json.loads(out))
+        assert envelope["error_kind"] == "interrupted" and envelope["recoverable"] is False
         assert envelope["error"] == "SIGTERM: the run and its CLI were stopped", envelope["error"]
         assert "waaah: interrupted: SIGTERM: the run and its CLI were stopped (log: " in err

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envelope_schema import refused
 from tests.faults.conftest import WAAAH, assert_no_traceback, clean_env, run_waaah, small_disk
 from tests.runtime.helpers import events, retry_until, session_dirs
 
@@ -259,8 +260,8 @@ def test_waaah_run_with_a_cli_whose_exec_is_refused_prints_a_crash_envelope(work
     done = run_waaah("run", "hi", "--agent", "claude", cwd=workspace, env=run_env(home, bin_dir))
     assert_no_traceback(done.stdout, done.stderr)
     assert done.returncode == 15, done.stderr
-    envelope = json.loads(done.stdout)
-    assert envelope["error_type"] == "crash" and f"chmod +x {claude}" in envelope["error"]
+    envelope = refused(done.stdout, "provider_error", 15, "crash")
+    assert f"chmod +x {claude}" in envelope["error"]
     lines = stderr_lines(done.stderr)
     assert len(lines) == 1 and str(claude) in lines[0], lines
 

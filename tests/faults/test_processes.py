@@ -188,6 +188,7 @@ def fake_cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "LANG": "C.UTF-8",
         "FAKE_PIDS": str(tmp_path / "pids"),
+        "WAAAH_PASS_ENV": "FAKE_",  # the fake CLI's own settings (a CLI gets only what it needs)
         **extra,
     }
 

@@ -161,6 +161,7 @@ def test_a_failing_run_s_key_is_in_no_log_breaker_or_saved_response(workspace, h
         home,
         PATH=f"{fake_claude(tmp_path)}:{os.environ['PATH']}",
         FAKE_FAIL="1",
+        WAAAH_PASS_ENV="FAKE_",  # the fake CLI's own switch (a CLI gets only what it needs)
         XDG_STATE_HOME=str(state_home),
     )
     for _ in range(3):

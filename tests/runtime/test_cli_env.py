@@ -1,4 +1,5 @@
-"""What `waaah run` gives a CLI of the environment: its own provider's variables, none of the others'."""
+"""What `waaah run` gives a CLI of the environment: the essentials, its own variables, what the
+user passes; nothing else."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ ENV = {
     "GITHUB_TOKEN": "t" * 20,
     "WAAAH_API_KEY": "k" * 20,
     "MY_GATEWAY_KEY": "m" * 20,
+    "WAAAH_SERVER_URL": "http://127.0.0.1:9",
+    "WAAAH_NOTIFY": "slack://T0AAAA/B0BBBB/cccccccccccccccccccccccc",
+    "DATABASE_URL": "postgres://app:hunter2hunter2@db:5432/app",
+    "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+    "KUBECONFIG": "/home/u/.kube/config",
+    "BUILD_FLAVOUR": "release",
 }
 
 
@@ -30,12 +37,11 @@ def given(name: str, ws, passed: tuple[str, ...] = ()) -> set[str]:
     known = adapters.registry()
     adapter = known[name]
     own = (*adapter.provider_env, *adapter.config_env(ENV, ws))
-    others = [p for a in known.values() if a is not adapter for p in a.provider_env]
-    return set(for_cli(ENV, own, others, passed))
+    return set(for_cli(ENV, own, passed))
 
 
-def test_each_cli_gets_essentials_its_provider_and_ours_and_no_other_secret(tmp_path):
-    common = {"PATH", "HOME", "LC_ALL", "https_proxy", "EDITOR", "WAAAH_API_KEY"}
+def test_each_cli_gets_essentials_its_provider_and_ours_and_nothing_else(tmp_path):
+    common = {"PATH", "HOME", "LC_ALL", "https_proxy", "EDITOR", "WAAAH_API_KEY", "WAAAH_SERVER_URL"}
     assert given("gemini", tmp_path) == common | {"GEMINI_API_KEY", "GOOGLE_CLOUD_PROJECT"}
     assert given("claude", tmp_path) == common | {"ANTHROPIC_API_KEY"}
     assert given("codex", tmp_path) == common | {"OPENAI_API_KEY"}
@@ -44,6 +50,12 @@ def test_each_cli_gets_essentials_its_provider_and_ours_and_no_other_secret(tmp_
         "AWS_SECRET_ACCESS_KEY",
         "AWS_REGION",
         "GITHUB_TOKEN",
+    }
+    assert given("gemini", tmp_path, ("DATABASE_URL", "BUILD_")) == common | {
+        "GEMINI_API_KEY",
+        "GOOGLE_CLOUD_PROJECT",
+        "DATABASE_URL",
+        "BUILD_FLAVOUR",
     }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
 from waaah_agent.runtime import providers
 
@@ -35,7 +36,7 @@ def run(ws: Path, *args: str, extra: dict[str, str] | None = None) -> subprocess
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 2, done.stderr
-    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert refused(done.stdout, "invalid_input", 2) and "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("waaah: providers file ")
     return lines[0]
@@ -120,7 +121,7 @@ def test_the_named_file_wins_and_the_log_records_the_resolution(ws: Path, tmp_pa
 @pytest.mark.parametrize("model", ["--yolo", "two words", "x" * 201])
 def test_a_model_flag_that_is_no_model_name_is_refused(ws: Path, model: str) -> None:
     done = run(ws, "--model", model)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 2 and refused(done.stdout, "invalid_input", 2)
     assert done.stderr == (
         "waaah: --model takes one word of at most 200 characters, not starting with '-' (a model or an alias)\n"
     )

@@ -74,6 +74,7 @@ def test_a_part_cut_short_replays_up_to_the_damage(tmp_path):
     logs = logs_in(tmp_path / "logs", max_bytes=64 * 1024)
     for data in wait_reads()[:200]:
         logs.output(data)
+        logs.flush()  # the reads came 50 ms apart: one .cast event each (back to back they are joined)
     logs.close()
     first = parts_of(logs.cast_path)[0]
     first.write_bytes(first.read_bytes()[: first.stat().st_size // 2])  # a disk that filled up

@@ -126,8 +126,14 @@ def test_task_data_on_stdin_and_flags_win(ws: Path) -> None:
     assert out["persona"] == "strict" and out["model"] == "m1" and out["agent_file"] == "agent.md"
     with_context = dry(ws, stdin=json.dumps({"prompt": "p", "context": "CTX"}))
     assert with_context["context"] == {"source": "task data", "bytes": 3, "cut": False, "max_bytes": 51_200}
-    line = one_line_error(run(ws, "--dry-run", stdin='{"prompt": "x", "colour": "red"}'))
-    assert line.startswith("waaah: invalid_input: unknown key 'colour' in the task data on stdin; known:")
+    # The older wrappers' callers' shape: `task` is the prompt, an extra key one warning, no error.
+    extra = dry(ws, stdin='{"task": "x", "colour": "red", "files": ["a.py"]}')
+    assert extra["warnings"][0] == (
+        'the task data on stdin: "colour", "files" not used '
+        "(read: prompt, task, persona, agent_file, skill, context, model, agent)"
+    )
+    line = one_line_error(run(ws, "--dry-run", stdin='{"task": "x", "model": 3}'))
+    assert line == "waaah: invalid_input: 'model' in the task data on stdin must be a string"
 
 
 def test_prompt_size_per_cli(ws: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
 
 
@@ -65,7 +66,8 @@ def test_bad_arguments_are_usage_errors_before_anything_starts(
 ) -> None:
     done = run(ws, *args)
     assert done.returncode == 2, done.stderr
-    assert done.stdout == ""
+    # The envelope on stdout (a caller reads it on every path), click's lines on stderr.
+    assert refused(done.stdout, "invalid_input", 2)["error"] == message or message in done.stdout
     lines = done.stderr.strip().splitlines()
     assert lines[:2] == [
         "Usage: waaah run [OPTIONS] [prompt] [-- CLI_ARGS...]",
@@ -78,7 +80,7 @@ def test_bad_arguments_are_usage_errors_before_anything_starts(
 def test_a_bad_default_agent_variable_is_named(ws: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "WAAAH_DEFAULT_AGENT": "nope"}
     done = subprocess.run([WAAAH, "run", "hi"], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 2 and refused(done.stdout, "invalid_input", 2)
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: Invalid value for '--agent' (env var: 'WAAAH_DEFAULT_AGENT'): "
         "'nope' is not one of 'claude', 'codex', 'gemini', 'opencode'"
@@ -105,7 +107,8 @@ def test_bad_input_is_one_clear_line(
 ) -> None:
     done = run(ws, *args, stdin=stdin)
     assert done.returncode == code, done.stderr
-    assert done.stdout == ""
+    kind = "invalid_input" if code == 2 else "invalid_session"
+    assert message in refused(done.stdout, kind, code)["error"]
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (ws / ".waaah" / "runs").exists()  # nothing was started or logged
 
@@ -113,8 +116,8 @@ def test_bad_input_is_one_clear_line(
 def test_a_missing_cli_is_a_crash_with_the_install_command(ws: Path) -> None:
     done = run(ws, "hi", "--agent", "claude")
     assert done.returncode == 15
-    envelope = json.loads(done.stdout)
-    assert envelope["error_type"] == "crash" and envelope["recoverable"] is False
+    envelope = refused(done.stdout, "provider_error", 15, "crash")
+    assert envelope["recoverable"] is True  # another CLI, installed, may answer
     assert envelope["error"] == "claude CLI not found. Install with: npm install -g @anthropic-ai/claude-code"
     assert envelope["attempts"][0]["outcome"] == "crash" and envelope["fallback_chain"] == []
     assert "waaah: crash: claude CLI not found" in done.stderr
@@ -132,6 +135,6 @@ def test_a_workspace_that_is_not_a_folder_is_refused_and_never_created(ws: Path)
     for args in (("hi", "--agent", "claude"), ("--list",), ("--reasoning-fallback", "--session", "x")):
         for given in ("typo-dir", "a-file"):
             done = run(ws, *args, "--workspace", given)
-            assert done.returncode == 2 and done.stdout == "", done.stderr
+            assert done.returncode == 2 and refused(done.stdout, "invalid_input", 2), done.stderr
             assert done.stderr == f"waaah: --workspace {given} is not a folder\n"
     assert not (ws / "typo-dir").exists()  # a typo never becomes a workspace with logs in it

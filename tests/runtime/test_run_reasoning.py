@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envelope_schema import check, refused
 from tests.runtime.helpers import WAAAH
 from tests.unit.test_run_streams import RECORDED, STREAMS
 from waaah_agent.core.redact import Redactor
@@ -36,6 +37,7 @@ def test_a_killed_run_s_reasoning_and_tokens_come_from_its_logged_stream(ws: Pat
     result = run_reasoning.fallback(ws, "run-1", {"HOME": str(ws.parent)})
     assert result["reasoning"] == "The user asks for a greeting. A short, friendly one will do."
     assert result["reasoning_source"] == "stream" and result["agent"] == "claude"
+    assert result["metadata"]["reasoning_source"] == "raw_output" and result["response"] == ""
     assert result["tokens"]["input"] == 1200 and result["tokens"]["output"] == 34
     assert result["tokens_used"]["cost_usd"] == pytest.approx(0.00548)
     # No end record, and its writer (this test) still lives.
@@ -58,7 +60,9 @@ def test_without_reasoning_in_the_log_the_session_file_is_read(ws: Path, tmp_pat
     (chats / name).unlink()
     os.mkfifo(chats / name)
     result = run_reasoning.fallback(ws, "run-2", {"HOME": str(home)})
-    assert "reasoning" not in result and result["tokens"]["total"] == 1234
+    assert result["reasoning"] == "" and "reasoning_source" not in result
+    assert result["metadata"]["reasoning_absent_reason"] == "model_not_emitted"
+    assert result["tokens"]["total"] == 1234 and result["tokens_used"]["total_tokens"] == 1234
 
 
 def test_an_unknown_id_is_a_clear_error(ws: Path) -> None:
@@ -82,6 +86,7 @@ def test_the_command_reads_the_log_and_starts_no_cli(ws: Path) -> None:
     out = json.loads(done.stdout)
     assert out["mode"] == "reasoning_fallback" and out["ok"] is True and out["log_id"] == "run-3"
     assert out["reasoning"].startswith("The user asks for a greeting.")
+    check(out, ours=False)  # the older wrappers' success shape, with no answer
     for args, message in (
         (["--reasoning-fallback"], "give its id with --session ID"),
         (["--reasoning-fallback", "hi", "--session", "run-3"], "takes no prompt"),
@@ -90,7 +95,9 @@ def test_the_command_reads_the_log_and_starts_no_cli(ws: Path) -> None:
         bad = subprocess.run(
             [WAAAH, "run", *args], cwd=ws, env=env, capture_output=True, text=True, timeout=60
         )
-        assert bad.returncode in (2, 7) and bad.stdout == "" and message in bad.stderr
+        kind = "invalid_input" if bad.returncode == 2 else "invalid_session"
+        assert bad.returncode in (2, 7) and message in refused(bad.stdout, kind, bad.returncode)["error"]
+        assert message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("waaah: ")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime import night_files, run_trees, runlog
@@ -256,13 +257,14 @@ def test_a_hostile_log_dir_is_one_clear_line(ws: Path, tmp_path: Path, kind: str
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith(f"waaah: WAAAH_LOG_DIR={target} {message}"[: len("waaah: ") + 20])
         assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
-        assert "Traceback" not in done.stderr and done.stdout == ""
+        assert "Traceback" not in done.stderr
+        assert done.stdout == "" if args[0] != "run" else refused(done.stdout, "invalid_input", 2)
 
 
 def test_resume_of_an_unknown_run_is_a_clear_error(ws: Path) -> None:
     done = waaah(ws, "run", "hi", "--resume", "nobody", "--agent", "claude")
     assert done.returncode == 7 and "unknown run id 'nobody' for --resume" in done.stderr
-    assert done.stdout == "" and not list(ws.glob(".waaah/runs/*/*.jsonl"))
+    assert refused(done.stdout, "invalid_session", 7) and not list(ws.glob(".waaah/runs/*/*.jsonl"))
     done = waaah(ws, "run", "hi", "--resume", "x", "--session", "y")
     assert done.returncode == 2 and "--session continues" in done.stderr
 
@@ -273,7 +275,7 @@ def test_a_session_is_continued_by_its_own_cli_only(ws: Path) -> None:
     log = write_log(runs(ws), "c-run", ("plan it", ok("PLAN")), agent="claude")
     before = log.read_text()
     done = waaah(ws, "run", "go on", "--session", "c-run", "--agent", "gemini")
-    assert done.returncode == 7 and done.stdout == "", done.stderr
+    assert done.returncode == 7 and refused(done.stdout, "invalid_session", 7), done.stderr
     assert done.stderr == (
         "waaah: --session c-run is a claude conversation, which gemini cannot continue: drop --agent "
         "gemini, or give gemini that run as context with --resume c-run\n"
@@ -293,7 +295,7 @@ def test_session_of_a_supervised_session_says_how_to_carry_it_on(ws: Path) -> No
 
     write_night(ws)
     done = waaah(ws, "run", "go on", "--session", SESSION)
-    assert done.returncode == 7 and done.stdout == "", done.stderr
+    assert done.returncode == 7 and refused(done.stdout, "invalid_session", 7), done.stderr
     assert done.stderr == (
         f"waaah: --session {SESSION} is a supervised session, not a run: carry it on with waaah agent "
         f"--start=gemini --resume {SESSION}, or give it to a new run as context with --resume-tree {SESSION}\n"

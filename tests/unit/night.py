@@ -209,6 +209,10 @@ class Night:
                 self.look(at)
             case ev.Save(changes):
                 self.saved.update(changes)
+            case ev.Enqueue(text):  # the queue file, as the saved state sees it
+                self.saved["queued"] = [*self.saved.get("queued", ()), text]
+            case ev.Dequeue():
+                self.saved["queued"] = list(self.saved.get("queued", ()))[1:]
             case ev.SignalAgent(kill):
                 if not self.cli.hung or kill:  # a hung CLI ignores SIGTERM
                     self.exit(Exit(None, 9 if kill else 15))

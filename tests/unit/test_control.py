@@ -6,7 +6,7 @@ import pytest
 
 from tests.unit.night import HOUR, Night
 from waaah_agent.core import events as ev
-from waaah_agent.core.inbox_records import ControlCommand, ControlRecord, parse
+from waaah_agent.core.inbox_records import MAX_PROMPT, MAX_QUEUED_CHARS, ControlCommand, ControlRecord, parse
 from waaah_agent.core.policy import CONTINUE_PROMPT
 
 
@@ -81,6 +81,19 @@ def test_send_waits_for_an_agent_working_on_a_task_and_queues_in_order():
     night.run_until(night.t + 600)
     assert [p for p in night.cli.transcript if p in ("first", "second")] == ["first", "second"]
     assert night.saved["queued"] == []
+
+
+def test_a_send_past_the_queue_limit_is_dropped_with_one_record_and_the_rest_typed_in_order():
+    night = started()
+    night.cli.task_for = 3 * HOUR
+    night.wait_ends("task")  # busy: nothing is typed meanwhile
+    for i in range(MAX_QUEUED_CHARS // MAX_PROMPT):
+        control(night, ControlCommand.SEND, f"{i:02d}".ljust(MAX_PROMPT, "z"))
+    control(night, ControlCommand.SEND, "one more")
+    [refused] = [r for r in night.records("control") if "refused" in r]
+    assert "4,000,000" in refused["refused"]
+    assert night.saved["queued"] == [f"{i:02d}".ljust(MAX_PROMPT, "z") for i in range(40)]
+    assert [a for a in night.actions(ev.Enqueue)][-1].text.startswith("39")
 
 
 def test_stop_saves_and_exits_without_a_restart():

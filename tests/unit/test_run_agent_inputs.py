@@ -101,23 +101,56 @@ def test_an_agent_file_with_nothing_to_send_is_refused() -> None:
         R.agent_block(agent, "empty")
 
 
-def test_task_data_is_a_json_object_of_known_string_keys() -> None:
+def test_task_data_is_a_json_object_whose_extra_keys_are_ignored() -> None:
     assert R.looks_like_task('  {"prompt": "x"}') and not R.looks_like_task("fix {this}")
-    task = R.parse_task('{"prompt": "fix it", "persona": "strict", "model": "m", "context": "C"}')
-    assert task == {"prompt": "fix it", "persona": "strict", "model": "m", "context": "C"}
+    task, ignored = R.parse_task('{"prompt": "fix it", "persona": "strict", "model": "m", "context": "C"}')
+    assert task == {"prompt": "fix it", "persona": "strict", "model": "m", "context": "C"} and ignored == []
+    # The older wrappers' shape: `task` is the prompt, any other key is named, never an error.
+    task, ignored = R.parse_task('{"task": "Analyze this code", "files": ["a.py"], "colour": null}')
+    assert task == {"prompt": "Analyze this code"} and ignored == ["files", "colour"]
+    note = R.ignored_keys_note(ignored)
+    assert note.startswith('the task data on stdin: "files", "colour" not used') and "\n" not in note
+    # A context or task that is JSON is sent as its JSON text; the prompt wins over `task`.
+    task, ignored = R.parse_task('{"prompt": "p", "task": "t", "context": {"a": [1, 2]}}')
+    assert task == {"prompt": "p", "context": '{"a": [1, 2]}'} and ignored == ["task"]
+    assert R.parse_task('{"task": {"goal": "x"}}')[0]["prompt"] == '{"goal": "x"}'
+    many = R.ignored_keys_note([f"k{n}\x1b" for n in range(15)])
+    assert "and 5 more" in many and "\x1b" not in many  # a key is quoted, control bytes escaped
     for text, message in [
-        (
-            '{"prompt": "x", "colour": "red"}',
-            "unknown key 'colour' in the task data on stdin; known: prompt,",
-        ),
-        ('{"prompt": 3}', "'prompt' in the task data on stdin must be a string"),
-        ('{"persona": "a"}', "the task data on stdin has no 'prompt'"),
+        ('{"prompt": "x", "persona": 3}', "'persona' in the task data on stdin must be a string"),
+        ('{"persona": "a"}', "the task data on stdin has no 'prompt' \\(or 'task'\\)"),
+        ('{"task": "  ", "files": []}', "has no 'prompt'"),
         ("{not json", "stdin starts with '{' but is not a JSON object"),
+        ('{"task": "a\\u0000b"}', "'task' in the task data on stdin holds a NUL byte"),
     ]:
         with pytest.raises(InputError, match=message):
             R.parse_task(text)
     with pytest.raises(InputError, match="is JSON list, not an object"):
         R.parse_task("[1, 2]")
+
+
+def test_allowed_tools_are_split_at_commas_outside_parentheses() -> None:
+    assert R.split_tools(["Read,Bash(git log:*, git diff:*)", " Edit ", "Read", ""]) == (
+        "Read",
+        "Bash(git log:*, git diff:*)",
+        "Edit",
+    )
+    claude, codex = cli("claude"), cli("codex")
+    assert R.allowed_tools_args("claude", claude, ("Read", "Edit")) == (["--allowed-tools=Read,Edit"], "")
+    assert R.allowed_tools_args("gemini", cli("gemini"), ("read_file", "glob")) == (
+        ["--allowed-tools=read_file", "--allowed-tools=glob"],
+        "",
+    )
+    flags, note = R.allowed_tools_args("codex", codex, ("Read",))
+    assert flags == [] and note.startswith("--allowed-tools is not applied: codex exec takes no list")
+    assert R.allowed_tools_args("codex", codex, ()) == ([], "")
+
+
+def test_a_ticket_id_is_a_file_name() -> None:
+    assert R.ticket_name("PROJ-123") == "PROJ-123"
+    assert R.ticket_name("../../etc/x y") == "_.._etc_x_y"
+    assert R.ticket_name("..hidden") == "hidden" and R.ticket_name("  ") == ""
+    assert len(R.ticket_name("x" * 500)) == R.TICKET_CAP
 
 
 def test_prompt_size_warns_then_refuses_per_cli() -> None:

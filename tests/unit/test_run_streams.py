@@ -87,20 +87,22 @@ def test_resume_keeps_the_session_id(cli: str) -> None:
     [
         ("gemini", "rate_limit", F.QUOTA, True),  # "You have exhausted your daily quota"
         ("claude", "rate_limit", F.RATE_LIMIT, True),
-        ("gemini", "auth", F.AUTH, False),
-        ("claude", "auth", F.AUTH, False),
-        ("gemini", "no_key", F.AUTH, False),
-        ("claude", "no_key", F.AUTH, False),
-        ("gemini", "bad_model", F.INVALID_MODEL, False),
-        ("claude", "bad_model", F.INVALID_MODEL, False),
-        ("gemini", "bad_session", F.INVALID_SESSION, False),
-        ("claude", "bad_session", F.INVALID_SESSION, False),
+        ("gemini", "auth", F.AUTH, True),
+        ("claude", "auth", F.AUTH, True),
+        ("gemini", "no_key", F.AUTH, True),
+        ("claude", "no_key", F.AUTH, True),
+        ("gemini", "bad_model", F.INVALID_MODEL, True),
+        ("claude", "bad_model", F.INVALID_MODEL, True),
+        ("gemini", "bad_session", F.INVALID_SESSION, True),
+        ("claude", "bad_session", F.INVALID_SESSION, True),
         ("claude", "server_error", F.PROVIDER_ERROR, True),
         # gemini keeps retrying a 500 on its own: the run's time budget cuts it off.
         ("gemini", "server_error", F.TIMEOUT, True),
     ],
 )
 def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, recoverable: bool) -> None:
+    # recoverable: the older wrappers' table (a retry or a fallback is appropriate), auth as
+    # provider_error (another CLI has its own login)
     failure = failure_of(cli, scenario)
     assert failure is not None, f"{cli} {scenario} not seen as a failure"
     assert (failure.type, failure.recoverable) == (kind, recoverable), failure

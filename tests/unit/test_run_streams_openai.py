@@ -106,19 +106,21 @@ def test_run_log_gives_the_earlier_session_total(tmp_path: Path) -> None:
     [
         ("codex", "rate_limit", F.RATE_LIMIT, True),
         ("opencode", "rate_limit", F.RATE_LIMIT, True),
-        ("codex", "auth", F.AUTH, False),
-        ("opencode", "auth", F.AUTH, False),
-        ("codex", "no_key", F.AUTH, False),
-        ("opencode", "no_key", F.AUTH, False),
-        ("codex", "bad_model", F.INVALID_MODEL, False),
-        ("opencode", "bad_model", F.INVALID_MODEL, False),
+        ("codex", "auth", F.AUTH, True),
+        ("opencode", "auth", F.AUTH, True),
+        ("codex", "no_key", F.AUTH, True),
+        ("opencode", "no_key", F.AUTH, True),
+        ("codex", "bad_model", F.INVALID_MODEL, True),
+        ("opencode", "bad_model", F.INVALID_MODEL, True),
         # A model missing from opencode's own config: only its ERROR log on stderr says so.
-        ("opencode", "unknown_model", F.INVALID_MODEL, False),
+        ("opencode", "unknown_model", F.INVALID_MODEL, True),
         ("codex", "server_error", F.PROVIDER_ERROR, True),
         ("opencode", "server_error", F.PROVIDER_ERROR, True),
     ],
 )
 def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, recoverable: bool) -> None:
+    # recoverable: the older wrappers' table (a retry or a fallback is appropriate), auth as
+    # provider_error (another CLI has its own login)
     failure = failure_of(cli, scenario)
     assert failure is not None, f"{cli} {scenario} not seen as a failure"
     assert (failure.type, failure.recoverable) == (kind, recoverable), failure

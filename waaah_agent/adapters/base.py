@@ -99,8 +99,8 @@ class Adapter:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()
-    # Its provider's variables (names, or prefixes ending in "_"): `waaah run` passes these to it
-    # and keeps them from every other CLI (runtime/cli_env.py).
+    # Its provider's variables and its own settings variables (names, or prefixes ending in
+    # "_"): `waaah run` passes these to it, besides the system essentials (runtime/cli_env.py).
     provider_env: tuple[str, ...] = ()
     # More of those, named by the CLI's own config files (codex's env_key, opencode's {env:NAME}).
     config_env: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(default=lambda env, ws: ())

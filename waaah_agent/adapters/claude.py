@@ -59,6 +59,9 @@ INPUTS = CliInputs(
     temperature_note="has no flag or setting for it",
     skills=(".claude/skills",),
     skill_prompt=run_inputs.slash_skill,
+    # `--allowed-tools <tools...>` takes a comma-separated list; one word with `=` so that the
+    # list cannot take the next argument too.
+    allowed_tools=lambda tools: [f"--allowed-tools={','.join(tools)}"],
 )
 
 
@@ -117,6 +120,22 @@ ADAPTER = Adapter(
     tokens=claude_counter,
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
-    provider_env=("ANTHROPIC_", "CLAUDE_", "CLOUD_ML_REGION", "VERTEX_"),
+    # Its provider's variables and the settings claude reads from the environment by their own
+    # names (timeouts, switches: see its settings documentation).
+    provider_env=(
+        "ANTHROPIC_",
+        "CLAUDE_",
+        "CLOUD_ML_REGION",
+        "VERTEX_",
+        "DISABLE_",
+        "MCP_",
+        "BASH_",
+        "MAX_MCP_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "IS_SANDBOX",
+        "ENABLE_TOOL_SEARCH",
+        "USE_BUILTIN_RIPGREP",
+        "SLASH_COMMAND_TOOL_CHAR_BUDGET",
+    ),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_claude), inputs=INPUTS),
 )

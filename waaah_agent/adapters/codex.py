@@ -24,6 +24,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
@@ -81,6 +82,7 @@ INPUTS = CliInputs(
     yolo=("--dangerously-bypass-approvals-and-sandbox",),
     temperature_note="has no temperature setting (its reasoning models take none)",
     no_skills_note="codex exec has no option or prompt form that runs a named skill",
+    allowed_tools_note="exec takes no list of tools (its sandbox decides: --permission-mode)",
 )
 
 
@@ -98,15 +100,13 @@ def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
 
 def _config(env: Mapping[str, str]) -> dict[str, Any] | None:
     """codex's config.toml as read (``{}`` when there is none; None: unreadable)."""
-    import tomllib
-
     from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
 
     path = codex_home(env) / "config.toml"
     if not path.exists():
         return {}
     try:
-        return tomllib.loads(read_capped(path, 4 * 1024 * 1024).decode("utf-8"))
+        return loads_toml(read_capped(path, 4 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return None
 
@@ -141,7 +141,7 @@ def session_meta(path: Path) -> dict[str, Any] | None:
 
     try:
         head = read_capped(path, META_CAP, head=True)
-        record = json.loads(head.split(b"\n", 1)[0])
+        record = loads_json(head.split(b"\n", 1)[0])
     except (OSError, ValueError):
         return None
     payload = record.get("payload") if isinstance(record, dict) else None

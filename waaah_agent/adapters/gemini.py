@@ -120,6 +120,9 @@ INPUTS = CliInputs(
     temperature_note="has no flag for it (only settings.json's per-model generation settings)",
     skills=(".gemini/skills", ".agents/skills"),
     skill_prompt=run_inputs.inline_skill,
+    # `--allowed-tools` is a yargs array: one flag per tool (deprecated for the policy engine in
+    # 0.4x, still honoured by the pinned release).
+    allowed_tools=lambda tools: [f"--allowed-tools={tool}" for tool in tools],
 )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_opencode
 from waaah_agent.runtime.mcp_setup import (
@@ -75,6 +76,7 @@ INPUTS = CliInputs(
     yolo=("--auto",),
     temperature_note="has no flag for it (only an agent's temperature in opencode.json)",
     no_skills_note="opencode run has no option that runs a named skill",
+    allowed_tools_note="run takes no list of tools (only opencode.json's permission settings)",
 )
 
 
@@ -155,7 +157,7 @@ def merged(given: str | None, ours: dict[str, Any]) -> dict[str, Any]:
     base: Any = {}
     if given and given.strip():
         try:
-            base = json.loads(given)
+            base = loads_json(given)
         except ValueError as err:
             raise ConfigRefused(
                 f"{CONFIG_CONTENT} is not JSON ({err})", f"fix or unset {CONFIG_CONTENT}"

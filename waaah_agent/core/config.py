@@ -11,10 +11,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from waaah_agent.core.nesting import TooDeep, loads_toml
 
 
 @dataclass(frozen=True)
@@ -78,8 +75,10 @@ class ConfigProblem(ValueError):
 def parse(text: str) -> dict[str, str]:
     """The variables the config sets, as strings."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+        data = loads_toml(text)
+    except TooDeep as err:
+        raise ConfigProblem(str(err)) from None
+    except ValueError as err:  # tomllib.TOMLDecodeError
         raise ConfigProblem(f"not TOML ({err})") from None
     found: dict[str, str] = {}
     for name, value in data.items():
@@ -111,6 +110,8 @@ def _value(name: str, key: Key, value: Any) -> str:
         isinstance(v, str) and v.strip() and " " not in v.strip() for v in value
     ):
         raise wrong
+    if key.kind == "agents" and not value:
+        return "none"  # `fallback = []`: no fallback at all, not the default chain
     return (" " if key.kind == "list" else ",").join(v.strip() for v in value)
 
 

@@ -216,6 +216,18 @@ class Save:
 
 
 @dataclass(frozen=True)
+class Enqueue:
+    """Keep this prompt of `waaah send` at the end of the session's queue (beside session.json)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Dequeue:
+    """The oldest prompt of the queue is typed (or given up on): drop it."""
+
+
+@dataclass(frozen=True)
 class SignalAgent:
     """Signal the agent's process group: SIGTERM, or SIGKILL when ``kill``."""
 
@@ -243,4 +255,18 @@ class Finish:
     outcome: Outcome
 
 
-Action = Type | Look | Record | Notice | Say | Title | Save | SignalAgent | Menu | HideInput | Finish
+Action = (
+    Type
+    | Look
+    | Record
+    | Notice
+    | Say
+    | Title
+    | Save
+    | Enqueue
+    | Dequeue
+    | SignalAgent
+    | Menu
+    | HideInput
+    | Finish
+)

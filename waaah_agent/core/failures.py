@@ -48,16 +48,46 @@ QUOTA = ErrorType.QUOTA
 PROVIDER_ERROR = ErrorType.PROVIDER_ERROR
 UNKNOWN = ErrorType.UNKNOWN
 
-RECOVERABLE: dict[ErrorType, bool] = {
-    TIMEOUT: True,
-    RATE_LIMIT: True,
-    TRANSIENT: True,
-    CRASH: True,
-    INTERRUPTED: True,
-    QUOTA: True,  # another CLI has its own quota
-    PROVIDER_ERROR: True,
-    UNKNOWN: True,
+#: The eight error types of the older wrappers' envelope (``error_type``), which their callers
+#: read; each precise type maps to one of them (``error_kind`` keeps the precise one).
+LEGACY_TYPES = (
+    "timeout",
+    "quota",
+    "rate_limit",
+    "invalid_model",
+    "invalid_session",
+    "invalid_input",
+    "provider_error",
+    "unknown",
+)
+#: The precise types the eight do not name: auth, crash and transient are the provider's side
+#: failing (another CLI has its own login, install and network path: a fallback is worth it);
+#: interrupted (Ctrl+C, SIGTERM: whoever stopped the run decides) and budget (the run's own
+#: --max-tokens / --max-cost: a retry spends more) are not worth retrying.
+LEGACY: dict[ErrorType, str] = {
+    AUTH: "provider_error",
+    CRASH: "provider_error",
+    TRANSIENT: "provider_error",
+    INTERRUPTED: "unknown",
+    BUDGET: "unknown",
 }
+#: The older wrappers' ``recoverable``: a retry or a fallback is appropriate.
+LEGACY_RECOVERABLE = frozenset(
+    {"timeout", "quota", "rate_limit", "invalid_model", "invalid_session", "provider_error"}
+)
+
+
+def legacy_type(kind: ErrorType) -> str:
+    """The one of :data:`LEGACY_TYPES` that ``kind`` is reported as in ``error_type``."""
+    return LEGACY.get(kind, str(kind))
+
+
+def is_recoverable(kind: ErrorType) -> bool:
+    """Whether a caller should retry or fall back after ``kind`` (the older wrappers' table)."""
+    return legacy_type(kind) in LEGACY_RECOVERABLE
+
+
+RECOVERABLE: dict[ErrorType, bool] = {kind: is_recoverable(kind) for kind in ErrorType}
 
 _AUTH = re.compile(
     r"(?i)not logged in|please run /login|failed to authenticate|authentication_error|unauthenticated|"
@@ -142,7 +172,7 @@ def classify(
 ) -> Failure | None:
     """None when the run answered; else the failure's class and a one-line message."""
     if timed_out:
-        return Failure(TIMEOUT, "the CLI did not finish within the time left", True, None)
+        return Failure(TIMEOUT, "the CLI did not finish within the time left", RECOVERABLE[TIMEOUT], None)
     cli_error = summary.error.strip()
     if exit_code == 0 and not cli_error:
         return None
@@ -158,7 +188,7 @@ def classify(
         # The CLI refused its command line (an argument passed after `--`) before doing anything.
         rejected = _REJECTED.search(head)
         if rejected:
-            return Failure(INVALID_INPUT, _line(rejected.group(0)), False, exit_code)
+            return Failure(INVALID_INPUT, _line(rejected.group(0)), RECOVERABLE[INVALID_INPUT], exit_code)
         if _USAGE.search(head):
             message = f"the CLI rejected its arguments and printed its usage ({_first_line(head)})"
             return failure(INVALID_INPUT)
@@ -188,7 +218,7 @@ def classify(
     if status == 404:
         return failure(INVALID_MODEL)
     if exit_code is not None and (exit_code < 0 or exit_code > 128) and not cli_error:
-        return Failure(CRASH, f"the CLI died ({_signal_text(exit_code)})", True, exit_code)
+        return Failure(CRASH, f"the CLI died ({_signal_text(exit_code)})", RECOVERABLE[CRASH], exit_code)
     # An error the CLI reported that nothing above explains; a CLI that failed without a word
     # of its own stays a crash.
     return failure(UNKNOWN if cli_error else CRASH)

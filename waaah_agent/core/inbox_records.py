@@ -40,6 +40,23 @@ class ControlCommand(StrEnum):
 
 #: The longest prompt `waaah send` takes (it is typed as one bracketed paste).
 MAX_PROMPT = 100_000
+#: The most prompts of `waaah send` waiting to be typed, and their characters in all: a send past
+#: either is refused (by `waaah send`, else dropped by the supervisor with one line in its log).
+MAX_QUEUED = 10_000
+MAX_QUEUED_CHARS = 4_000_000
+
+
+def queue_full(count: int, chars: int, more: int) -> str:
+    """Why a prompt of ``more`` characters cannot join ``count`` queued prompts of ``chars``
+    characters ("" when it can)."""
+    if count >= MAX_QUEUED:
+        return f"{count:,} prompts wait already, the most the queue holds ({MAX_QUEUED:,})"
+    if chars + more > MAX_QUEUED_CHARS:
+        return (
+            f"the prompts waiting hold {chars:,} characters; with this one of {more:,} that is over "
+            f"the {MAX_QUEUED_CHARS:,} the queue holds"
+        )
+    return ""
 
 
 class TapEvent(StrEnum):

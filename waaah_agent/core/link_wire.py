@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from waaah_agent.core.kinds import StrEnum
+from waaah_agent.core.nesting import loads_json
 
 #: The longest request or reply line on the link (a task prompt is text; this guards memory).
 MAX_LINE = 16 * 1024 * 1024
@@ -74,7 +75,7 @@ def is_int(value: object) -> TypeGuard[int]:
 
 def parse_request(line: bytes) -> Request | None:
     try:
-        obj = json.loads(line)
+        obj = loads_json(line)
     except ValueError:
         return None
     if not isinstance(obj, dict) or obj.get("op") not in (Op.WAIT.value, Op.ACK.value):
@@ -91,7 +92,7 @@ def reply_line(texts: Sequence[str], is_error: bool) -> bytes:
 
 def parse_reply(line: bytes) -> tuple[tuple[str, ...], bool] | None:
     try:
-        obj = json.loads(line)
+        obj = loads_json(line)
     except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("is_error"), bool):

@@ -22,7 +22,9 @@ from waaah_agent.core.events import (
     AgentStatusChanged,
     Began,
     ChildExited,
+    Dequeue,
     Due,
+    Enqueue,
     Event,
     HideInput,
     Instant,
@@ -39,7 +41,7 @@ from waaah_agent.core.events import (
     TokensCounted,
     Type,
 )
-from waaah_agent.core.inbox_records import ControlCommand, ControlRecord, HookRecord, TapRecord
+from waaah_agent.core.inbox_records import ControlCommand, ControlRecord, HookRecord, TapRecord, queue_full
 from waaah_agent.core.machine_parts import (
     KILL_AGAIN,
     LOOP_ANSWER_AGAIN,
@@ -217,12 +219,19 @@ class Machine(MachineParts):
         self._record("control", **record.event_fields())
         command = record.command
         if command is ControlCommand.SEND and record.text is not None:
+            full = queue_full(len(self.queued), self.queued_chars, len(record.text))
+            if full:
+                self._record("control", command="send", refused=full)
+                self._notice(f"a prompt from waaah send is dropped: {full}")
+                return
             self.queued.append(record.text)
-            self._emit(Save({"queued": list(self.queued)}))
+            self.queued_chars += len(record.text)
+            self._emit(Enqueue(record.text))
             self._notice(
                 f"a prompt from waaah send ({len(record.text)} characters): typed once the agent is ready"
             )
-            self._look(now)
+            if len(self.queued) == 1:  # the first: its delivery starts (the others follow it)
+                self._look(now)
         elif command is ControlCommand.PAUSE and not self.paused:
             self.paused = True
             self._emit(Save({"paused": True}))
@@ -301,13 +310,21 @@ class Machine(MachineParts):
             self._emit(Save({"workflow_pending": True}))
         for chunk in step.writes:
             self._emit(Type(chunk))
+        if (
+            delivery.kind == "send"
+            and delivery.phase is Phase.ENTERED
+            and delivery.enters == 1
+            and step.writes
+        ):
+            self._emit(Dequeue())  # submitted: never typed again, even by a later supervisor
         if step.note is not None:
             self._record("delivery", kind=delivery.kind, phase=delivery.phase.value, note=step.note)
             self._notice(f"{delivery.kind} prompt: {step.note}")
         if delivery.done:
             if delivery.kind == "send" and self.queued:  # typed (or given up on): not again
-                self.queued.pop(0)
-                self._emit(Save({"queued": list(self.queued)}))
+                self.queued_chars -= len(self.queued.pop(0))
+                if delivery.enters == 0:  # given up on before it was submitted
+                    self._emit(Dequeue())
                 self._look(now)
             if delivery.phase is Phase.CONFIRMED and delivery.kind == "workflow":
                 self.saved = Saved(True, self.saved.limit_until, self.saved.next_heartbeat)

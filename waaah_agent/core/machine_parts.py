@@ -108,6 +108,7 @@ class MachineParts:
         self.loop_halted = False  # ... and the next continue prompt says that was the cause
         self.paused = saved.paused
         self.queued = list(saved.queued)
+        self.queued_chars = sum(map(len, self.queued))
         self.budget_spent = ""  # why the token budget is spent ("" while it is not)
         self.resumed_by_user = False  # the continue prompt owed comes from `waaah resume`
         self.send_esc_at = -1e9  # when a wait was last ended with Esc for a queued prompt

@@ -3,6 +3,14 @@
 Pure: event dicts (as ``events.jsonl`` holds them, ``ts`` already turned into epoch seconds
 under ``t``) in, a :class:`Night` out. runtime/night_html.py draws it; `waaah report` prints it.
 
+Bounded, however long the night: events are taken one at a time, in the order they were
+written (an event dated before the one it follows counts at that one's time), and never kept.
+The time in each state and the numbers (tasks, nudges answered, restarts) are exact; what is
+drawn or listed is bounded: each session's timeline keeps at most its share of
+:data:`TIMELINE_CAP` stretches (when over, neighbouring stretches merge, the longer one's kind
+shown), and markers, table rows and token points are evenly spread samples
+(:class:`Sample`). Text from the events is cut to :data:`TEXT_CAP` characters.
+
 The agent's state over time comes from the supervisor's own records: each ``state`` event
 starts a stretch (``busy`` is working, ``tool`` is waiting in ``wait_for_prompt``, ``ready`` is
 idle at the prompt, a dialog or a login screen is "needs someone"), a ``limit`` event starts a
@@ -14,11 +22,12 @@ a limit waited out) is a marker with its cause.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from waaah_agent.core.prices import Prices, cost_of
+from waaah_agent.core.printable import one_line
 
 #: How each recorded state counts in the night's picture.
 KIND_OF_STATE = {
@@ -54,6 +63,40 @@ LINK_EVENTS = {
 }
 #: Tools by which an agent answers a task.
 ANSWERS = ("send_response", "answer_task")
+#: Bounds of what is drawn and listed (the numbers and times stay exact).
+TIMELINE_CAP = 4000  # stretches, shared by the sessions (at least MIN_PER_SESSION each)
+MIN_PER_SESSION = 200
+MARKER_CAP = 2000
+ROW_CAP = 500  # rows of each table (tasks, nudges, restarts)
+TOKEN_CAP = 1000  # token points per session
+TEXT_CAP = 300  # characters of a cause, a reason, a task id
+
+T = TypeVar("T")
+
+
+class Sample(Generic[T]):
+    """At most ``cap`` of a stream of items, evenly spread over it: when full, every other one
+    kept is dropped, and from then on only every other new one is kept (the stride doubles).
+    ``seen`` counts them all."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.items: list[T] = []
+        self.seen = 0
+        self._stride = 1
+
+    def add(self, item: T) -> None:
+        if self.seen % self._stride == 0:
+            self.items.append(item)
+            if len(self.items) > self.cap:
+                self.items = self.items[::2]
+                self._stride *= 2
+        self.seen += 1
+
+
+def _text(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= TEXT_CAP else text[: TEXT_CAP - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -117,8 +160,8 @@ class Night:
     start: float = 0.0
     end: float = 0.0
     stretches: list[Stretch] = field(default_factory=list)
-    markers: list[Marker] = field(default_factory=list)
-    tasks: list[Task] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)  # a sample (see Sample)
+    tasks: list[Task] = field(default_factory=list)  # a sample: the numbers are below
     nudges: list[Nudge] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)  # tasks the session link kept or brought back
@@ -130,38 +173,54 @@ class Night:
     token_points: list[tuple[float, str, int, int, dict[str, dict[str, int]]]] = field(
         default_factory=list, repr=False
     )
+    # The exact numbers: seconds in each kind, and how many tasks, nudges (answered), restarts.
+    spent: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def shares(self) -> dict[str, float]:
         """The share of the night (0..1) spent in each kind; kinds never seen are left out."""
-        total = sum(s.seconds for s in self.stretches)
-        spent: dict[str, float] = {}
-        for s in self.stretches:
-            spent[s.kind] = spent.get(s.kind, 0.0) + s.seconds
-        return {k: spent[k] / total for k in KINDS if k in spent and total > 0}
+        total = sum(self.spent.values())
+        return {k: self.spent[k] / total for k in KINDS if k in self.spent and total > 0}
 
     def seconds(self) -> dict[str, float]:
-        spent: dict[str, float] = {}
-        for s in self.stretches:
-            spent[s.kind] = spent.get(s.kind, 0.0) + s.seconds
-        return {k: spent[k] for k in KINDS if k in spent}
+        return {k: self.spent[k] for k in KINDS if k in self.spent}
+
+    def count(self, what: str) -> int:
+        """``tasks``, ``nudges``, ``answered``, ``restarts`` or ``kept``: all of them, not only those listed."""
+        return self.counts.get(what, 0)
 
 
 def read_night(
-    sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], float | None]], prices: Prices | None = None
+    sessions: Iterable[tuple[str, Iterable[Mapping[str, Any]], float | None]], prices: Prices | None = None
 ) -> Night:
-    """A night of one or more sessions: (session id, its events with ``t``, its end or None);
-    with ``prices`` (the user's table) the cost over time too."""
+    """A night of one or more sessions: (session id, its events with ``t`` in the order written,
+    its end or None); with ``prices`` (the user's table) the cost over time too."""
     night = Night()
-    for name, events, ended in sessions:
-        ordered = sorted((e for e in events if isinstance(e.get("t"), int | float)), key=lambda e: e["t"])
-        if not ordered:
+    chosen = list(sessions)
+    per_session = max(MIN_PER_SESSION, TIMELINE_CAP // max(1, len(chosen)))
+    markers: Sample[Marker] = Sample(MARKER_CAP)
+    rows: dict[str, Sample[Any]] = {k: Sample(ROW_CAP) for k in ("tasks", "nudges", "restarts", "kept")}
+    firsts, lasts = [], []
+    for name, events, ended in chosen:
+        one = _Session(name, night, per_session, markers, rows)
+        for e in events:
+            t = e.get("t")
+            if isinstance(t, int | float) and not isinstance(t, bool):
+                one.take(float(t), e)
+        if one.first is None:
             continue
         night.sessions.append(name)
-        _one_session(night, name, ordered, ended)
-    if night.stretches or night.markers:
-        times = [s.start for s in night.stretches] + [m.t for m in night.markers]
-        ends = [s.end for s in night.stretches] + [m.t for m in night.markers]
-        night.start, night.end = min(times), max(ends)
+        one.finish(ended)
+        firsts.append(one.first)
+        lasts.append(one.last)
+    night.markers = markers.items
+    night.tasks, night.nudges, night.restarts, night.kept = (
+        rows[k].items for k in ("tasks", "nudges", "restarts", "kept")
+    )
+    for k in ("tasks", "nudges", "restarts", "kept"):
+        night.counts[k] = rows[k].seen
+    if firsts:
+        night.start, night.end = min(firsts), max(lasts)
     _token_series(night, prices)
     return night
 
@@ -187,82 +246,132 @@ def _token_series(night: Night, prices: Prices | None) -> None:
     night.unpriced = sorted(unpriced)
 
 
-def _one_session(night: Night, name: str, events: Sequence[Mapping[str, Any]], ended: float | None) -> None:
-    last_t = ended if ended is not None and ended >= events[-1]["t"] else events[-1]["t"]
-    kind, why, since = "starting", "started", float(events[0]["t"])
-    override: str | None = None  # "usage limit" or "restarting" while it lasts
-    state_kind = kind
+class _Session:
+    """One session's events, taken one at a time into the night."""
 
-    def cut(t: float, new_kind: str, new_why: str) -> None:
-        nonlocal kind, why, since
-        if new_kind == kind:
+    def __init__(
+        self, name: str, night: Night, cap: int, markers: Sample[Marker], rows: dict[str, Sample[Any]]
+    ) -> None:
+        self.name, self.night, self.cap = name, night, cap
+        self.markers, self.rows = markers, rows
+        self.first: float | None = None
+        self.last = 0.0
+        self.kind, self.why, self.since = "starting", "started", 0.0
+        self.override: str | None = None  # "usage limit" or "restarting" while it lasts
+        self.state_kind = "starting"
+        self.stretches: list[Stretch] = []
+        self.task: dict[str, Any] | None = None
+        self.nudge: Nudge | None = None  # the last nudge, until the agent is back in its loop
+        self.tokens: Sample[tuple[float, str, int, int, dict[str, dict[str, int]]]] = Sample(TOKEN_CAP)
+        self.last_tokens: tuple[float, str, int, int, dict[str, dict[str, int]]] | None = None
+
+    def cut(self, t: float, new_kind: str, new_why: str) -> None:
+        if new_kind == self.kind:
             return
-        if t > since:
-            night.stretches.append(Stretch(name, since, t, kind, why))
-        kind, why, since = new_kind, new_why, t
+        if t > self.since:
+            self.stretch(Stretch(self.name, self.since, t, self.kind, self.why))
+        self.kind, self.why, self.since = new_kind, _text(new_why), t
 
-    task: dict[str, Any] | None = None
-    open_nudges: list[int] = []  # nudges not yet followed by a wait_for_prompt (their index)
-    for e in events:
-        t, name_ = float(e["t"]), str(e.get("event", ""))
+    def stretch(self, s: Stretch) -> None:
+        self.night.spent[s.kind] = self.night.spent.get(s.kind, 0.0) + s.seconds
+        self.stretches.append(s)
+        if len(self.stretches) > self.cap:  # neighbours merge: the timeline at half the detail
+            pairs = zip(self.stretches[::2], self.stretches[1::2], strict=False)
+            merged = [_merged(a, b) for a, b in pairs]
+            self.stretches = merged + ([self.stretches[-1]] if len(self.stretches) % 2 else [])
+
+    def end_task(self, t: float | None, outcome: str) -> None:
+        if self.task is not None:
+            self.rows["tasks"].add(Task(self.name, self.task["id"], self.task["start"], t, outcome))
+            self.task = None
+
+    def end_nudge(self, answered: bool) -> None:
+        if self.nudge is not None:
+            if answered:
+                self.night.counts["answered"] = self.night.count("answered") + 1
+            old = self.nudge
+            self.rows["nudges"].add(Nudge(old.session, old.t, old.kind, old.reason, answered))
+            self.nudge = None
+
+    def take(self, t: float, e: Mapping[str, Any]) -> None:
+        if self.first is None:
+            self.first = self.since = self.last = t
+        t = self.last = max(t, self.last)  # one dated before the last counts at its time
+        name, name_ = self.name, str(e.get("event", ""))
         if name_ == "state":
-            state_kind = KIND_OF_STATE.get(str(e.get("state")), "idle")
-            if override is None:
-                cut(t, state_kind, str(e.get("evidence", "")))
+            self.state_kind = KIND_OF_STATE.get(str(e.get("state")), "idle")
+            if self.override is None:
+                self.cut(t, self.state_kind, str(e.get("evidence", "")))
         elif name_ == "limit":
-            override = "usage limit"
-            cut(t, override, f"until {e.get('until', '?')}")
-        elif name_ in ("limit-over", "limit-resume") and override == "usage limit":
-            override = None
-            cut(t, state_kind, "the limit is over")
+            self.override = "usage limit"
+            self.cut(t, self.override, f"until {e.get('until', '?')}")
+        elif name_ in ("limit-over", "limit-resume") and self.override == "usage limit":
+            self.override = None
+            self.cut(t, self.state_kind, "the limit is over")
         elif name_ == "restart":
-            override = "restarting"
-            cut(t, override, f"after {e.get('after', '?')}")
-            night.restarts.append(Restart(name, t, str(e.get("after", "")), str(e.get("reason", ""))))
+            self.override = "restarting"
+            self.cut(t, self.override, f"after {e.get('after', '?')}")
+            self.rows["restarts"].add(Restart(name, t, _text(e.get("after", "")), _text(e.get("reason", ""))))
         elif name_ == "start":
-            if override == "restarting":
-                override = None
-            state_kind = "starting"
-            cut(t, "starting", "started")
-            if task is not None:  # the run ended inside a task
-                night.tasks.append(Task(name, task["id"], task["start"], t, _cut_off(task["outcome"])))
-                task = None
+            if self.override == "restarting":
+                self.override = None
+            self.state_kind = "starting"
+            self.cut(t, "starting", "started")
+            if self.task is not None:  # the run ended inside a task
+                self.end_task(t, _cut_off(self.task["outcome"]))
         elif name_ == "mcp-tool_start" and e.get("tool") == "wait_for_prompt":
-            if task is not None:
-                night.tasks.append(Task(name, task["id"], task["start"], t, task["outcome"]))
-                task = None
-            for i in open_nudges:
-                old = night.nudges[i]
-                night.nudges[i] = Nudge(old.session, old.t, old.kind, old.reason, True)
-            open_nudges = []
+            if self.task is not None:
+                self.end_task(t, self.task["outcome"])
+            self.end_nudge(True)
         elif name_ == "mcp-tool_end" and e.get("tool") == "wait_for_prompt" and e.get("outcome") == "task":
-            task = {"id": str(e.get("task_id") or "?"), "start": t, "outcome": "back in the loop"}
-        elif name_ == "mcp-tool_end" and task is not None and e.get("tool") in ANSWERS:
-            task["outcome"] = "answered"
-        elif name_ == "mcp-tool_end" and task is not None and e.get("tool") == "block_task":
-            task["outcome"] = "blocked"
+            self.task = {"id": _text(e.get("task_id") or "?"), "start": t, "outcome": "back in the loop"}
+        elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") in ANSWERS:
+            self.task["outcome"] = "answered"
+        elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") == "block_task":
+            self.task["outcome"] = "blocked"
         elif name_ in LINK_EVENTS:
-            night.kept.append(Kept(name, t, _kept(e), LINK_EVENTS[name_]))
+            self.rows["kept"].add(Kept(name, t, _text(_kept(e)), LINK_EVENTS[name_]))
         elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
-            models = e.get("models")
-            per_model = (
-                {str(m): c for m, c in models.items() if isinstance(c, dict)}
-                if isinstance(models, dict)
-                else {}
-            )
-            i, o = _int(e.get("input")), _int(e.get("output"))
-            if not per_model and (i or o):  # written before tokens were kept per model
-                per_model = {"": {"input": i, "output": o, "cached": _int(e.get("cached"))}}
-            night.token_points.append((t, name, i, o, per_model))
+            self.took_tokens(t, e)
         if name_ in INTERVENTIONS:
-            night.markers.append(Marker(name, t, INTERVENTIONS[name_], _cause(name_, e)))
+            self.markers.add(Marker(name, t, INTERVENTIONS[name_], _text(_cause(name_, e))))
         if name_ == "nudge":
-            open_nudges = [len(night.nudges)]  # an earlier one not followed by a wait went unanswered
-            night.nudges.append(Nudge(name, t, str(e.get("kind", "")), str(e.get("reason", "")), False))
-    if task is not None:
-        night.tasks.append(Task(name, task["id"], task["start"], None, _cut_off(task["outcome"])))
-    if last_t > since:
-        night.stretches.append(Stretch(name, since, last_t, kind, why))
+            self.end_nudge(False)  # an earlier one not followed by a wait went unanswered
+            self.nudge = Nudge(name, t, _text(e.get("kind", "")), _text(e.get("reason", "")), False)
+
+    def took_tokens(self, t: float, e: Mapping[str, Any]) -> None:
+        models = e.get("models")
+        per_model = (
+            {_text(m): c for m, c in models.items() if isinstance(c, dict)}
+            if isinstance(models, dict)
+            else {}
+        )
+        i, o = _int(e.get("input")), _int(e.get("output"))
+        if not per_model and (i or o):  # written before tokens were kept per model
+            per_model = {"": {"input": i, "output": o, "cached": _int(e.get("cached"))}}
+        self.last_tokens = (t, self.name, i, o, per_model)
+        self.tokens.add(self.last_tokens)
+
+    def finish(self, ended: float | None) -> None:
+        last_t = self.last = ended if ended is not None and ended >= self.last else self.last
+        if self.task is not None:
+            self.end_task(None, _cut_off(self.task["outcome"]))
+        self.end_nudge(False)
+        if last_t > self.since:
+            self.stretch(Stretch(self.name, self.since, last_t, self.kind, self.why))
+        self.night.stretches += self.stretches
+        points = self.tokens.items
+        if self.last_tokens is not None and (not points or points[-1] is not self.last_tokens):
+            points.append(self.last_tokens)  # the session's last totals always count
+        self.night.token_points += points
+
+
+def _merged(a: Stretch, b: Stretch) -> Stretch:
+    """Two neighbouring stretches as one, of the kind that took longer."""
+    if a.kind == b.kind:
+        return Stretch(a.session, a.start, b.end, a.kind, a.why)
+    kind = a.kind if a.seconds >= b.seconds else b.kind
+    return Stretch(a.session, a.start, b.end, kind, f"mostly {kind} (shown at a coarser scale)")
 
 
 def _cut_off(outcome: str) -> str:
@@ -311,12 +420,17 @@ def duration(seconds: float) -> str:
     return f"{s}s"
 
 
+#: At most this many tasks or restarts are listed in the terminal (evenly spread).
+LISTED = 40
+
+
 def summary_lines(night: Night, clock: Any) -> list[str]:
-    """The terminal summary; ``clock(t)`` shows a time (the shell passes local time)."""
+    """The terminal summary; ``clock(t)`` shows a time (the shell passes local time). What came
+    from the events is shown, never acted on (``one_line``)."""
     if not night.sessions:
         return ["no events in the sessions asked for"]
     lines = [
-        f"{', '.join(night.sessions)}",
+        one_line(", ".join(night.sessions)),
         f"from {clock(night.start)} to {clock(night.end)} ({duration(night.end - night.start)})",
         "",
         "time spent:",
@@ -324,27 +438,41 @@ def summary_lines(night: Night, clock: Any) -> list[str]:
     seconds = night.seconds()
     for kind, share in night.shares().items():
         lines.append(f"  {kind:<14} {share * 100:5.1f} %  {duration(seconds[kind])}")
-    answered = sum(n.answered for n in night.nudges)
+    tasks = [f"  {clock(t.start)}  {one_line(t.task_id)}  {t.outcome}" for t in night.tasks]
+    restarts = [f"  {clock(r.t)}  after {one_line(r.after)}: {one_line(r.reason)}" for r in night.restarts]
+    kept = [f"  {clock(k.t)}  {one_line(k.what)}  {k.how}" for k in night.kept]
     lines += [
         "",
-        f"tasks served: {len(night.tasks)}"
-        + "".join(f"\n  {clock(t.start)}  {t.task_id}  {t.outcome}" for t in night.tasks),
+        f"tasks served: {night.count('tasks')}",
+        *_listed(tasks, night.count("tasks")),
         *(
             [
-                f"tasks the session kept or brought back: {len(night.kept)}"
-                + "".join(f"\n  {clock(k.t)}  {k.what}  {k.how}" for k in night.kept)
+                f"tasks the session kept or brought back: {night.count('kept')}",
+                *_listed(kept, night.count("kept")),
             ]
-            if night.kept
+            if night.count("kept")
             else []
         ),
-        f"nudges: {len(night.nudges)} ({answered} answered: the agent was back in its loop before the next)",
-        f"restarts: {len(night.restarts)}"
-        + "".join(f"\n  {clock(r.t)}  after {r.after}: {r.reason}" for r in night.restarts),
+        f"nudges: {night.count('nudges')} ({night.count('answered')} answered: the agent was back in its "
+        "loop before the next)",
+        f"restarts: {night.count('restarts')}",
+        *_listed(restarts, night.count("restarts")),
     ]
     if night.tokens:
         _, i, o = night.tokens[-1]
         lines.append(f"tokens: {i:,} in, {o:,} out")
     if night.costs:
         unpriced = f" ({', '.join(night.unpriced)} at its highest prices)" if night.unpriced else ""
-        lines.append(f"cost: ${night.costs[-1][1]:,.2f} at your price table's prices{unpriced}")
+        lines.append(one_line(f"cost: ${night.costs[-1][1]:,.2f} at your price table's prices{unpriced}"))
     return lines
+
+
+def _listed(lines: list[str], total: int) -> list[str]:
+    """``lines`` (a sample of ``total``), at most :data:`LISTED` of them, saying so when not all."""
+    if len(lines) > LISTED:
+        lines = lines[:: -(-len(lines) // LISTED)]
+    return (
+        lines
+        if len(lines) == total
+        else [*lines, f"  ({len(lines)} of {total} listed, spread over the night)"]
+    )

@@ -25,10 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from waaah_agent.core.nesting import TooDeep, loads_toml
 
 MILLION = 1_000_000
 #: More rows than any real table; a bigger file is a mistake, said rather than read.
@@ -92,8 +89,10 @@ class Cost:
 def parse(text: str) -> Prices:
     """The table in a TOML text (see the module's doc)."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+        data = loads_toml(text)
+    except TooDeep as err:
+        raise PriceProblem(str(err)) from None
+    except ValueError as err:  # tomllib.TOMLDecodeError
         raise PriceProblem(f"not TOML ({err})") from None
     if len(data) > MAX_ROWS:
         raise PriceProblem(f"{len(data)} models: more than {MAX_ROWS}, which no real table has")

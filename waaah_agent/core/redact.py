@@ -2,24 +2,33 @@
 
 Two kinds of secret are masked:
 
-* **Known values**: the values of environment variables whose names say they are secrets
-  (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``, ``*AUTH*``, ...; the
-  WAAAH key among them). Found wherever they appear, also with terminal escape sequences,
-  carriage returns or backspaces between their characters (a TUI redrawing a line, an echo
-  typed key by key).
+* **Known values** (:func:`known_secrets`): the values of environment variables whose names say
+  they are secrets (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_PWD``, ``*DSN*``,
+  ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs, ...; the WAAAH key among
+  them), and in any variable a URL's credentials (``postgres://user:password@``) and a webhook
+  URL. Found whole or in part (any run of ``MIN_RUN`` of their characters: a key echoed as it is
+  typed grows a character at a time), wherever they appear, also with terminal escape sequences,
+  carriage returns or backspaces between their characters (a TUI redrawing a line, a diff-based
+  TUI writing a character at a time); see ``core/secretscan.py``.
 * **Shapes**: what keys and tokens look like: ``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``,
   ``ghp_/gho_/ghu_/ghs_/ghr_…``, ``github_pat_…``, ``xox?-…``, ``AKIA…``/``ASIA…``, JWTs,
-  ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments.
+  ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments; in text
+  (not on the raw stream) also a URL's password and webhook URLs (Slack, Discord, Teams,
+  Telegram, any URL that says webhook). A shape is looked for only around its anchors.
 
-The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` looks for each shape only
-when a cheap ``bytes.find`` saw its anchor, and :meth:`Redactor.hold_from` says how much of a
-chunk's tail to keep back because a secret may continue in the next read.
+The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` makes one native pass
+for the known values' runs and the shapes' prefilters, and runs a shape's regex only when that
+pass saw it; :meth:`Redactor.hold_from` says how much of a chunk's tail to keep back because a
+secret may continue in the next read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+
+from waaah_agent.core.castjson import FACTS, UNSURE
+from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
 
 MASK = "[REDACTED]"
 _RAW_MASK = MASK.encode()
@@ -46,13 +55,22 @@ _SECRET_PARTS = frozenset(
 _NOT_A_VALUE = frozenset(
     ["SOCK", "FILE", "PATH", "DIR", "URL", "HOST", "TYPE", "MODE", "METHOD", "ID", "NAME"]
 )
+#: Names that look like a secret's and are not: variable names to pass (``--pass-env``).
+_NOT_SECRETS = frozenset(["WAAAH_PASS_ENV"])
 MIN_SECRET = 8  # shorter values are too common to mask everywhere ("true", a port, a user name)
 
-# Between two characters of a known secret on the raw stream: escape sequences, CR, backspace.
-_BETWEEN = rb"(?:\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[0-~]|[\r\x08])*"
-_ESCAPE = re.compile(_BETWEEN[:-1] + rb"+")
 
 _TOKEN = r"[A-Za-z0-9_\-]"
+_URL_PASSWORD = r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(?=@)"
+# Webhooks: the path is the secret (Slack, Discord, Teams, Telegram's bot token, any host or
+# path that says webhook); the part kept is the first group.
+_WEBHOOK_SHAPES = (
+    r"(\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_\-/]{8,}",
+    r"(\bdiscord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]{8,}",
+    r"(\bapi\.telegram\.org/bot)[0-9]+:[A-Za-z0-9_\-]{8,}",
+    r"(\bhttps?://[^\s/\"'<>]*(?:webhook|hooks\.)[^\s/\"'<>]*/)[^\s\"'<>]{8,}",
+    r"(\bhttps?://[^\s/\"'<>]+/[^\s\"'<>]*?webhooks?[/=])[^\s\"'<>]{8,}",
+)
 _SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
     # (anchors, pattern): every match contains one of the anchors (looked for with a plain find).
     (("sk-",), rf"\bsk-(?:ant-)?{_TOKEN}{{16,}}"),
@@ -67,6 +85,13 @@ _SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("key-",), r"\bkey-[0-9A-Za-z]{20,}"),
     (("ant-api",), rf"\bant-api{_TOKEN}{{10,}}"),
 )
+# In text only (logs, events, envelopes, printed lines), not on the relay's raw stream, where
+# URLs go by all night: the password of a URL (scheme://user:password@host; the rest is kept)
+# and webhooks. Their values in the environment are known values, masked there too.
+_TEXT_ONLY_SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("://",), _URL_PASSWORD),
+    *((("hooks.slack.com", "discord", "telegram.org/bot", "webhook", "hooks."), p) for p in _WEBHOOK_SHAPES),
+)
 # Assignments: api_key=..., "token": "...", password: ... (anchors looked for case-insensitively).
 _ASSIGN_ANCHORS = ("key", "token", "secret", "passw", "credential", "auth")
 _ASSIGN = (
@@ -74,10 +99,15 @@ _ASSIGN = (
     r"client[_-]?secret|password|passwd|credentials?|authorization)[\"']?\s*[:=]\s*[\"']?)"
     r"(?!\[REDACTED\])[^\s\"',;&<>]{8,}"
 )
-_TEXT_SHAPES = tuple(re.compile(p) for _, p in _SHAPES) + (re.compile(_ASSIGN),)
+_TEXT_SHAPES = tuple(re.compile(p) for _, p in (*_SHAPES, *_TEXT_ONLY_SHAPES)) + (re.compile(_ASSIGN),)
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_URL_CREDENTIALS = re.compile(_URL_PASSWORD)
+_WEBHOOKS = tuple(re.compile(p) for p in _WEBHOOK_SHAPES)
 _TEXT_ANCHORED = tuple(
     (tuple(a.lower() for a in anchors), pattern)
-    for anchors, pattern in zip([a for a, _ in _SHAPES] + [_ASSIGN_ANCHORS], _TEXT_SHAPES, strict=True)
+    for anchors, pattern in zip(
+        [a for a, _ in (*_SHAPES, *_TEXT_ONLY_SHAPES)] + [_ASSIGN_ANCHORS], _TEXT_SHAPES, strict=True
+    )
 )
 _RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in _SHAPES)
 _RAW_ASSIGN = re.compile(_ASSIGN.encode())
@@ -88,31 +118,87 @@ _WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-
 _RAW_INTRO_TAIL = re.compile(
     rb"(?i:bearer\s+|(?:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*[:=]\s*[\"']?)\Z"
 )
+_INTRO_ENDS = frozenset(b" \t\r\n\x0b\x0c:=\"'")  # the last byte of what _RAW_INTRO_TAIL finds
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for
-# Every raw shape has a run of at least 12 token characters. One C-speed pass maps token
-# characters to "a" and the rest to " ": output without such a run needs no shape search.
-_RUN_MAP = bytes(
-    b"a"[0] if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_-") else 32 for i in range(256)
+# The native pass over the raw stream looks for the shapes too (each reports "run the exact
+# pattern"); a second one says what the .cast's JSON escaping needs to know (core/castjson.py):
+# hyperscan runs the two sets apart faster than together.
+_RAW_PREFILTERS = tuple((p.encode(), PREFILTER) for _, p in _SHAPES) + (
+    (_ASSIGN.replace(r"(?!\[REDACTED\])", "").encode(), PREFILTER),
 )
-_RUN = b"a" * 12
+_facts: PatternSet | None = None
+
+
+def cast_facts(data: bytes) -> set[int]:
+    """Which of ``castjson.FACTS`` ``data`` holds (the native pattern set is built once)."""
+    global _facts
+    if _facts is None:
+        _facts = PatternSet(FACTS)
+    return _facts.present(data)
 
 
 def is_secret_name(name: str) -> bool:
-    parts = name.upper().split("_")
+    """Whether the variable ``name`` holds a secret: a key, token, password (``*_PWD`` too), a
+    DSN, a webhook or our alert URLs (``WAAAH_NOTIFY``), and not where one lives (``*_FILE``)."""
+    upper = name.upper()
+    if upper in _NOT_SECRETS:
+        return False
+    parts = upper.split("_")
+    if "WEBHOOK" in upper or "DSN" in parts or (len(parts) > 1 and "PWD" in parts) or "NOTIFY" in parts:
+        return True
     return bool(_SECRET_PARTS.intersection(parts)) and parts[-1] not in _NOT_A_VALUE
 
 
 def known_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The secret values in ``env``: variables whose names say so, long enough to be worth masking."""
-    return tuple(
-        v
-        for k, v in env.items()
-        if is_secret_name(k) and len(v) >= MIN_SECRET and not v.startswith(("/", "~", "./")) and " " not in v
-    )
+    """The secret values in ``env``, long enough to be worth masking: each value of a variable
+    whose name says it is a secret (each word of a list: ``WAAAH_NOTIFY``'s URLs), and in any
+    variable the credentials of a URL (``scheme://user:password@``, the whole URL too) and a
+    webhook URL (its secret path, the whole URL too)."""
+    found: list[str] = []
+    for name, value in env.items():
+        if is_secret_name(name) and not value.startswith(("/", "~", "./")):
+            words = value.split()
+            found += words if len(words) > 1 else [value]
+            for word in words:
+                found += _url_tokens(word) if "://" in word else ()
+        found += secrets_in(value)
+    return tuple(dict.fromkeys(v for v in found if len(v) >= MIN_SECRET))
+
+
+def secrets_in(value: str) -> list[str]:
+    """What in ``value`` is a secret by its shape alone: URL credentials and webhook URLs (with
+    the whole URL each is in), and whatever :data:`_SHAPES` finds."""
+    found: list[str] = []
+    for url in _URL.findall(value) if "://" in value else ():
+        if (creds := _URL_CREDENTIALS.search(url)) is not None:
+            found += [url, creds.group(2), f"{creds.group(1).split('://', 1)[1]}{creds.group(2)}@"]
+        if any(p.search(url) for p in _WEBHOOKS):
+            found += [url, *_url_tokens(url)]
+    for pattern in _TEXT_SHAPES:
+        for match in pattern.finditer(value):
+            found.append(match.group(0)[len(match.group(1)) :] if pattern.groups else match.group(0))
+    return found
+
+
+def _url_tokens(url: str) -> list[str]:
+    """The parts of a secret URL that look like tokens: its user and password, path segments and
+    query values of 16 characters or more, or of 8 or more with letters and digits (a host name,
+    with its dots, is not one)."""
+    segments = re.split(r"[/@?&=#]", url.split("://", 1)[-1])
+    return [
+        s
+        for s in segments
+        if "." not in s
+        and (
+            len(s) >= 16
+            or (len(s) >= MIN_SECRET and any(c.isdigit() for c in s) and any(c.isalpha() for c in s))
+        )
+    ]
 
 
 class Redactor:
-    """Masks known secret values and anything shaped like a key or a token."""
+    """Masks known secret values, every run of MIN_RUN of their characters, and anything shaped
+    like a key or a token."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._learn(secrets)
@@ -121,23 +207,26 @@ class Redactor:
         """One more known value (a key given by a flag or typed at a prompt)."""
         if secret and len(secret) >= MIN_SECRET and secret not in self._secrets:
             self._learn((*self._secrets, secret))
+            self.prepare()
 
     def _learn(self, secrets: Iterable[str]) -> None:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         raw = {s.encode("utf-8", "surrogateescape") for s in self._secrets}
         self._raw_secrets = tuple(sorted(raw, key=len, reverse=True))
-        # Each known value, allowing escapes between its characters (one pattern for all).
-        spelled = [_BETWEEN.join(re.escape(bytes([b])) for b in s) for s in self._raw_secrets]
-        self._raw_spread = re.compile(b"|".join(spelled)) if spelled else None
-        self._firsts = bytes(sorted({s[0] for s in self._raw_secrets}))
-        # Per known value: for each byte, the lengths of its prefixes that end with that byte,
-        # longest first (a tail can only be a prefix that ends with the tail's last byte).
-        self._prefix_ends: list[tuple[bytes, dict[int, list[int]]]] = []
-        for secret in self._raw_secrets:
-            ends: dict[int, list[int]] = {}
-            for k in range(len(secret) - 1, 0, -1):
-                ends.setdefault(secret[k - 1], []).append(k)
-            self._prefix_ends.append((secret, ends))
+        self._scan: SecretScan | None = None  # compiled on first use
+        self._ascii = all(s.isascii() for s in self._raw_secrets)  # a mask never cuts a character
+
+    def prepare(self) -> None:
+        """Compile the native searches now (~0.1 s), before output streams through :meth:`record`."""
+        cast_facts(b"")
+        assert self.scanner is not None
+
+    @property
+    def scanner(self) -> SecretScan:
+        """The native search for the known values' runs and the shapes (built once per set)."""
+        if self._scan is None:
+            self._scan = scanner(self._raw_secrets, _RAW_PREFILTERS)
+        return self._scan
 
     @property
     def longest(self) -> int:
@@ -156,16 +245,28 @@ class Redactor:
                 text = text.replace(secret, MASK)
         return text
 
+    def runs(self, text: str) -> str:
+        """Mask the known values and every run of MIN_RUN or more of their characters in ``text``."""
+        if not self._secrets:
+            return text
+        data = text.encode("utf-8", "surrogateescape")
+        found = self.scanner.runs(data)
+        return mask_spans(data, found, _RAW_MASK).decode("utf-8", "surrogateescape") if found else text
+
     def __call__(self, text: str) -> str:
-        """Mask known values and shapes in a text (a log line, a message, a JSON document).
+        """Mask known values (whole or in part) and shapes in a text (a log line, a message, a JSON
+        document).
 
         Each shape's pattern runs only when one of its anchors is in the text (compared in lower
         case, so a mixed-case "BeArEr" is still looked at): most lines hold none."""
-        text = self.exact(text)
+        text = self.runs(self.exact(text))
         lowered = text.lower()
         for anchors, pattern in _TEXT_ANCHORED:
-            if any(a in lowered for a in anchors):
-                text = pattern.sub(_keep_prefix, text)
+            spans = _near(lowered, anchors) if len(lowered) == len(text) else [(0, len(text))]
+            if spans:
+                masked = _sub_within(pattern, text, spans)
+                if masked is not text:
+                    text, lowered = masked, masked.lower()
         return text
 
     def value(self, obj: object) -> object:
@@ -178,62 +279,87 @@ class Redactor:
             return [self.value(v) for v in obj]
         return obj
 
-    def spread_in(self, texts: Iterable[str]) -> bool:
-        """Whether a known secret shows in these clean texts (escapes removed, a cheap test)."""
-        return bool(self._secrets) and any(s in t for t in texts for s in self._secrets)
+    def raw(self, data: bytes) -> bytes:
+        """Mask known values (whole, in part, or with escapes, CR or backspaces between their
+        characters) and shapes in raw terminal output."""
+        return self.record(data)[0]
 
-    def raw(self, data: bytes, spread: bool = False) -> bytes:
-        """Mask known values and shapes in raw terminal output.
+    def record(self, data: bytes) -> tuple[bytes, set[int]]:
+        """:meth:`raw`, and which of ``castjson.FACTS`` the chunk holds. One native pass finds
+        what is there; only a chunk that holds something goes on to the Python work."""
+        facts = cast_facts(data)
+        spans, shapes = self.scanner.spans(data)
+        if spans:
+            data = mask_spans(data, spans, _RAW_MASK)
+        if shapes:
+            for anchors, pattern in _RAW_SHAPES:
+                if any(a in data for a in anchors):
+                    data = pattern.sub(_keep_raw_prefix, data)
+            lowered = data.lower()
+            if any(a in lowered for a in _RAW_ASSIGN_ANCHORS):
+                data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
+        if spans and not self._ascii:
+            facts.add(UNSURE)  # a run's mask may have cut a character of a non-ASCII secret
+        return data, facts
 
-        ``spread``: a known value may be there with escapes, CR or backspaces between its
-        characters (the clean text showed it): look for that too (slow, so only then).
-        """
-        for secret in self._raw_secrets:
-            if secret in data:
-                data = data.replace(secret, _RAW_MASK)
-        if spread and self._raw_spread is not None:
-            data = self._raw_spread.sub(_RAW_MASK, data)
-        if _RUN not in data.translate(_RUN_MAP):
-            return data  # nothing long enough to be a key or a token
-        for anchors, pattern in _RAW_SHAPES:
-            if any(a in data for a in anchors):
-                data = pattern.sub(_keep_raw_prefix, data)
-        lowered = data.lower()
-        if any(a in lowered for a in _RAW_ASSIGN_ANCHORS):
-            data = _RAW_ASSIGN.sub(_keep_raw_prefix, data)
-        return data
-
-    def hold_from(self, data: bytes, spread_tail: bool = False) -> int:
-        """Where to cut ``data`` so that a secret that may go on in the next read is kept back.
-
-        ``spread_tail``: the clean text ends with the start of a known value, which may be
-        spread by escapes in the raw bytes (look for where it begins: slow, so only then).
-        """
+    def hold_from(self, data: bytes) -> int:
+        """Where to cut ``data`` so that a secret that may go on in the next read is kept back:
+        a token-like word at the very end (and what introduces it: ``Bearer``, ``key=``), and
+        characters of a known value at the very end, escapes between them or not."""
         start = max(0, len(data) - TAIL_WINDOW)
         hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
-        if m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold):
+        if (
+            hold
+            and data[hold - 1] in _INTRO_ENDS
+            and (m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold))
+        ):
             hold = m.start()
-        for secret, ends in self._prefix_ends:  # a known value begun (one not all word bytes)
-            for k in ends.get(data[hold - 1], ()) if hold else ():
-                if k <= hold and data.endswith(secret[:k], 0, hold):
-                    hold -= k
-                    break
-        if spread_tail:
-            for i in range(max(start, len(data) - self._spread_reach()), hold):
-                if data[i] in self._firsts and self._unfinished(data[i:]):
-                    return i
+        if self._raw_secrets:
+            hold = min(hold, self.scanner.run_tail(data, TAIL_WINDOW))
         return hold
 
-    def starts_secret(self, text: str) -> bool:
-        """Whether ``text`` (clean) ends with the beginning of a known value (4 characters at least)."""
-        return any(text.endswith(s[:k]) for s in self._secrets for k in range(4, len(s)))
 
-    def _spread_reach(self) -> int:
-        return min(TAIL_WINDOW, self.longest_raw * 12)
+#: Where a shape is looked for: from this far before one of its anchors to this far after it,
+#: then on to the end of the word there (a value is never cut). Outside these windows the
+#: patterns never run, so a long text without anchors costs a few ``find`` calls, and a long
+#: one with a few costs a few windows, not a regex attempt at each of its characters.
+_BEFORE, _AFTER = 64, 80
+_WORD_END = re.compile(r"[\s\"':=]*[^\s\"',;&<>]*")
 
-    def _unfinished(self, tail: bytes) -> bool:
-        plain = _ESCAPE.sub(b"", tail)
-        return any(len(plain) < len(s) and s.startswith(plain) for s in self._raw_secrets)
+
+def _near(lowered: str, anchors: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The windows of ``lowered`` around each occurrence of ``anchors`` (merged, in order)."""
+    found = []
+    for anchor in anchors:
+        at = lowered.find(anchor)
+        while at >= 0:
+            found.append(at)
+            at = lowered.find(anchor, at + 1)
+    spans: list[tuple[int, int]] = []
+    for at in sorted(found):
+        start, end = max(0, at - _BEFORE), at + _AFTER
+        if spans and start <= spans[-1][1]:
+            if end <= spans[-1][1]:
+                continue
+            start = spans[-1][0]
+            spans.pop()
+        end = _WORD_END.match(lowered, min(end, len(lowered))).end()  # type: ignore[union-attr]
+        spans.append((start, end))
+    return spans
+
+
+def _sub_within(pattern: re.Pattern[str], text: str, spans: list[tuple[int, int]]) -> str:
+    """``pattern`` masked in ``text`` only within ``spans``; ``text`` itself when nothing was."""
+    if spans == [(0, len(text))]:
+        return pattern.sub(_keep_prefix, text)
+    pieces, last, changed = [], 0, False
+    for start, end in spans:
+        window = text[start:end]
+        masked = pattern.sub(_keep_prefix, window)
+        if masked != window:
+            pieces += [text[last:start], masked]
+            last, changed = end, True
+    return "".join([*pieces, text[last:]]) if changed else text
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -40,6 +40,8 @@ __all__ = [
     "Step",
     "backoff",
     "cli_share",
+    "default_chain",
+    "max_attempts",
     "next_step",
 ]
 
@@ -128,3 +130,23 @@ def cli_share(remaining: float, clis_left: int, floor: float = SHARE_FLOOR) -> f
         return 0.0
     share = remaining / max(1, clis_left)
     return min(remaining, max(share, floor))
+
+
+#: The order in which the other CLIs follow the first when no fallback chain is given. opencode
+#: is not among them: its login (a provider of opencode.json or its auth file) cannot be checked
+#: without running it, so it is tried only when named (--fallback, --role).
+DEFAULT_ORDER = ("gemini", "claude", "codex")
+
+
+def default_chain(primary: str, usable: dict[str, bool]) -> list[str]:
+    """The fallback CLIs of a run that names none: the others of DEFAULT_ORDER that are
+    ``usable`` now (installed, credentials found, breaker closed, no usage limit in force), in
+    that order."""
+    return [name for name in DEFAULT_ORDER if name != primary and usable.get(name, False)]
+
+
+def max_attempts(clis: int, config: RetryConfig = RetryConfig()) -> int:
+    """The most CLI processes a run over a chain of ``clis`` CLIs can start: per CLI its first
+    attempt, one model retry (core/models.py) and its retries (transient and rate-limit retries
+    share one count)."""
+    return clis * (2 + max(config.transient_retries, config.rate_limit_retries))

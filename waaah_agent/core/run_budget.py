@@ -3,7 +3,7 @@ whether another may start.
 
 The attempt in hand always finishes (cutting a CLI off mid-answer would leave half-made edits
 and spend the tokens all the same); once the budget is spent no retry and no fallback starts,
-and the run ends with ``error_type: budget`` (exit 17). An answer that went over the budget is
+and the run ends with ``error_kind: budget`` (exit 17). An answer that went over the budget is
 still the answer: it is printed, with the budget marked spent and a warning. Pure.
 """
 

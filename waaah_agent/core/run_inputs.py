@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core import names, present
+from waaah_agent.core.nesting import loads_json
 
 #: An agent file larger than this is refused.
 AGENT_FILE_CAP = 1024 * 1024
@@ -47,9 +48,15 @@ BYTES_PER_TOKEN = 4
 _PERSONA = re.compile(r"^##[ \t]+persona:[ \t]*(\S*)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SKILL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
+#: A ticket id is cut to this many characters in a log file's name.
+TICKET_CAP = 64
 
-#: The keys a task object on stdin may hold (see README, "Task data on stdin").
-TASK_KEYS = ("prompt", "persona", "agent_file", "skill", "context", "model", "agent")
+#: The keys of a task object on stdin that are read (see README, "Task data on stdin"); any
+#: other is ignored, named in one warning. ``task`` is the older wrappers' name of the prompt.
+TASK_KEYS = ("prompt", "task", "persona", "agent_file", "skill", "context", "model", "agent")
+#: Keys whose value may be any JSON (an object or list is given as its JSON text).
+_TEXT_KEYS = ("prompt", "task", "context")
 
 #: The portable permission modes (claude's names); each CLI maps them to its own flags.
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
@@ -69,6 +76,7 @@ class RunInputs:
     permission_mode: str | None = None
     temperature: float | None = None
     dry_run: bool = False
+    allowed_tools: tuple[str, ...] = ()  # --allowed-tools: tools the CLI may run without asking
     plans: dict[str, CliPlan] = field(default_factory=dict)
 
     def for_cli(self, name: str, prompt: str) -> tuple[str, list[str]]:
@@ -107,7 +115,8 @@ class CliInputs:
     ``prompt_basis`` says where the figures come from. ``permission``: a mode (portable or the
     CLI's own name) -> the flags that set it; ``yolo``: the flags that approve everything.
     ``temperature``: T -> flags, None when the CLI has no way to set it for one run (then
-    ``temperature_note`` says why). ``skills``: where the CLI finds skills (relative to the
+    ``temperature_note`` says why); ``allowed_tools`` the same for a list of tools it may run
+    without asking (``allowed_tools_note``). ``skills``: where the CLI finds skills (relative to the
     workspace and to HOME), empty when waaah cannot run one; ``skill_prompt`` builds the prompt
     that runs skill (name, SKILL.md text, path) with the prompt."""
 
@@ -121,6 +130,8 @@ class CliInputs:
     skills: tuple[str, ...] = ()
     skill_prompt: Callable[[str, str, str, str], str] | None = None
     no_skills_note: str = ""
+    allowed_tools: Callable[[tuple[str, ...]], list[str]] | None = None
+    allowed_tools_note: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,11 +221,12 @@ def looks_like_task(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
-def parse_task(text: str) -> dict[str, str]:
-    """The task object's values (strings), checked: a JSON object, known keys, string values,
-    a non-empty prompt."""
+def parse_task(text: str) -> tuple[dict[str, str], list[str]]:
+    """The task object's values (as text) and the keys it holds that are not read. The prompt is
+    ``prompt``, else ``task``; ``prompt``, ``task`` and ``context`` may hold any JSON (an object
+    is sent as its JSON text), the other keys read are names (strings); null is as absent."""
     try:
-        data: Any = json.loads(text)
+        data: Any = loads_json(text)
     except (ValueError, RecursionError) as err:  # RecursionError: nested beyond any real task
         raise InputError(
             f"stdin starts with '{{' but is not a JSON object ({err}); give a text prompt that "
@@ -222,21 +234,37 @@ def parse_task(text: str) -> dict[str, str]:
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"the task data on stdin is JSON {type(data).__name__}, not an object")
-    unknown = sorted(set(data) - set(TASK_KEYS))
-    if unknown:
-        raise InputError(
-            f"unknown key '{unknown[0]}' in the task data on stdin; known: {', '.join(TASK_KEYS)}"
-        )
-    for key, value in data.items():
+    values: dict[str, str] = {}
+    for key in TASK_KEYS:
+        value = data.get(key)
+        if value is None:
+            continue
         if not isinstance(value, str):
-            raise InputError(f"'{key}' in the task data on stdin must be a string")
+            if key not in _TEXT_KEYS:
+                raise InputError(f"'{key}' in the task data on stdin must be a string")
+            value = json.dumps(value, ensure_ascii=False)
         if "\x00" in value:
             raise InputError(
                 f"'{key}' in the task data on stdin holds a NUL byte, which no CLI or file name can take"
             )
-    if not str(data.get("prompt", "")).strip():
-        raise InputError("the task data on stdin has no 'prompt'")
-    return dict(data)
+        values[key] = value
+    ignored = [k for k in data if k not in TASK_KEYS]
+    if values.get("prompt", "").strip():
+        if "task" in values:
+            ignored.insert(0, "task")  # the prompt wins
+    elif values.get("task", "").strip():
+        values["prompt"] = values["task"]
+    else:
+        raise InputError("the task data on stdin has no 'prompt' (or 'task')")
+    values.pop("task", None)
+    return values, ignored
+
+
+def ignored_keys_note(keys: list[str], shown: int = 10) -> str:
+    """One line naming the task object's keys that were not read (the first ``shown``)."""
+    names = ", ".join(json.dumps(k[:40], ensure_ascii=True) for k in keys[:shown])
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return f"the task data on stdin: {names}{more} not used (read: {', '.join(TASK_KEYS)})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,6 +334,33 @@ def temperature_args(name: str, cli: CliInputs, temperature: float | None) -> tu
     return cli.temperature(temperature), ""
 
 
+def allowed_tools_args(name: str, cli: CliInputs, tools: tuple[str, ...]) -> tuple[list[str], str]:
+    """The CLI's flags for ``--allowed-tools`` and, where it takes no list, the warning to give
+    (the tools then ask as they would: nothing more is allowed than without the option)."""
+    if not tools:
+        return [], ""
+    if cli.allowed_tools is None:
+        return [], f"--allowed-tools is not applied: {name} {cli.allowed_tools_note}"
+    return cli.allowed_tools(tools), ""
+
+
+def split_tools(values: list[str]) -> tuple[str, ...]:
+    """--allowed-tools values as one list: each value split at commas outside parentheses
+    (``Bash(git log:*),Edit``), blanks dropped, each tool once."""
+    tools: list[str] = []
+    for value in values:
+        depth, part = 0, ""
+        for char in f"{value},":
+            depth += (char == "(") - (char == ")")
+            if char == "," and depth <= 0:
+                if part.strip() and part.strip() not in tools:
+                    tools.append(part.strip())
+                depth, part = 0, ""
+            else:
+                part += char
+    return tuple(tools)
+
+
 def check_skill_name(skill: str) -> None:
     if not _SKILL.match(skill):
         raise InputError(f"invalid skill name '{skill}' (letters, digits, _ . : -)")
@@ -331,3 +386,9 @@ def inline_skill(skill: str, text: str, path: str, prompt: str) -> str:
         f'<skill name="{skill}" path="{path}">\n{text.strip()}\n</skill>\n\n'
         f"Follow the skill above for this task.\n\n{prompt}"
     )
+
+
+def ticket_name(ticket: str) -> str:
+    """A ticket id as the start of a log file's name: each character but letters, digits and
+    ``. _ -`` becomes ``_``, no leading dot, at most TICKET_CAP characters ("" for none)."""
+    return _NOT_IN_NAME.sub("_", ticket.strip())[:TICKET_CAP].lstrip(".")

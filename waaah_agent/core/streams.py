@@ -11,11 +11,12 @@ gemini and claude, scripts/record_streams_extra.py for codex and opencode).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from waaah_agent.core.nesting import loads_json
 
 # Tool names by the kind of effect they have, strongest last (see activity_class).
 EDIT_TOOLS = (
@@ -144,8 +145,10 @@ class Tokens:
 class StreamSummary:
     session_id: str = ""
     model: str = ""
-    # The final answer: the assistant text after the last tool call (claude: its `result`).
-    response: str = ""
+    # The final answer (``response``): the assistant text after the last tool call (claude: its
+    # `result`). Kept as its pieces, joined when read: a CLI that streams its answer in deltas
+    # (gemini) would otherwise copy the whole answer at each one.
+    answer: list[str] = field(default_factory=list, repr=False)
     tokens: Tokens = field(default_factory=Tokens)
     tools: ToolActivity = field(default_factory=ToolActivity)
     # The model's thinking / reasoning text as the stream carries it (claude's thinking blocks,
@@ -165,8 +168,60 @@ class StreamSummary:
     # Tool calls started and not yet finished (parsers that see start and end events).
     open_calls: set[str] = field(default_factory=set, repr=False)
 
+    @property
+    def response(self) -> str:
+        if len(self.answer) > 1:
+            self.answer[:] = ["".join(self.answer)]
+        return self.answer[0] if self.answer else ""
+
+    @response.setter
+    def response(self, text: str) -> None:
+        self.answer[:] = [text] if text else []
+
 
 Apply = Callable[[dict[str, Any], StreamSummary], None]
+
+
+class Lines:
+    """A byte stream cut into lines as it comes, in time linear in its length: each chunk is
+    looked at once, and a long line's pieces are joined once, at its end. A line longer than
+    ``cap`` is cut: skipped to its end, its size kept in :attr:`cut` for the caller to say."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._cutting = False  # the line being read went over the cap: skip to its end
+        self.cut: list[int] = []  # the size of each line cut
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        *done, rest = chunk.split(b"\n")
+        lines = []
+        for i, piece in enumerate(done):
+            if i == 0 and self._cutting:
+                self.cut[-1] += len(piece)
+                self._cutting = False
+                continue
+            if i == 0 and self._pieces:
+                piece, self._pieces, self._size = b"".join([*self._pieces, piece]), [], 0
+            if len(piece) > self.cap:
+                self.cut.append(len(piece))
+            else:
+                lines.append(piece)
+        if self._cutting:
+            self.cut[-1] += len(rest)
+        elif self._size + len(rest) > self.cap:
+            self.cut.append(self._size + len(rest))
+            self._pieces, self._size, self._cutting = [], 0, True
+        elif rest:
+            self._pieces.append(rest)
+            self._size += len(rest)
+        return lines
+
+    def end(self) -> bytes:
+        """The last line, when the stream did not end with a newline (b"" when it did)."""
+        last, self._pieces, self._size = b"".join(self._pieces), [], 0
+        return last
 
 
 class StreamParser:
@@ -183,7 +238,7 @@ class StreamParser:
         if not text:
             return None
         try:
-            event = json.loads(text)
+            event = loads_json(text)
         except ValueError:
             self.summary.noise += 1
             return None
@@ -228,7 +283,10 @@ def apply_gemini(event: dict[str, Any], s: StreamSummary) -> None:
         s.model = str(event.get("model") or s.model)
     elif kind == "message" and event.get("role") == "assistant":
         text = str(event.get("content") or "")
-        s.response = s.response + text if event.get("delta") else text
+        if event.get("delta"):
+            s.answer.append(text)
+        else:
+            s.response = text
     elif kind == "tool_use":
         s.tools.called(str(event.get("tool_name") or ""))
         s.response = ""

@@ -28,10 +28,11 @@ Either way ``input`` is every prompt token the model read (``cached`` of them fr
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from waaah_agent.core.nesting import loads_json
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def json_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 
 def _object(text: str) -> dict[str, Any] | None:
     try:
-        found = json.loads(text)
+        found = loads_json(text)
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
@@ -85,7 +86,7 @@ def _lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         if not line:
             continue
         try:
-            record = json.loads(line)
+            record = loads_json(line)
         except ValueError:
             continue
         if isinstance(record, dict):

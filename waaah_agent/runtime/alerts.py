@@ -157,6 +157,8 @@ class Notifier:
             return "late"
         finally:
             self._sending = None
+        if proc.returncode != 0 and self._closed.is_set():  # ended by close(): its time was up
+            return "late"
         return "sent" if proc.returncode == 0 else "failed"
 
     def close(self, seconds: float = DRAIN_SECONDS) -> None:

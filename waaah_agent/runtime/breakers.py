@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.breaker import Breaker, BreakerConfig, BreakerState, shaped
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.runtime.private import untrusted
 from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
@@ -62,7 +63,7 @@ class BreakerStore:
             self.warnings.append(why)
             return Breaker(config=self.config)
         try:
-            data = json.loads(read_capped(path, BREAKER_CAP, follow=False))
+            data = loads_json(read_capped(path, BREAKER_CAP, follow=False))
             if not shaped(data):
                 raise ValueError("not a breaker")
         except FileNotFoundError:

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from waaah_agent.core.streams import StreamParser, StreamSummary
+from waaah_agent.core.streams import Lines, StreamParser, StreamSummary
 from waaah_agent.runtime import reaper, runlog
 from waaah_agent.runtime.child import _die_with_parent
 
 KILL_GRACE = 3.0
 STDERR_KEEP = 64 * 1024
+#: A stdout line longer than this is cut (dropped, counted as noise, said in the run log): a CLI
+#: that never ends its line must not take all memory. A 64 MB answer is well within it.
+LINE_CAP = 128 * 1024 * 1024
 
 
 @dataclass
@@ -75,7 +78,7 @@ def run_cli(
         tracker = reaper.Tracker(proc.pid)
         look_at = time.monotonic()
         timed_out = interrupted = False
-        pending, err = b"", bytearray()
+        lines, err = Lines(LINE_CAP), bytearray()
         sel = selectors.DefaultSelector()
         for pipe in (proc.stdout, proc.stderr):
             os.set_blocking(pipe.fileno(), False)
@@ -106,16 +109,17 @@ def run_cli(
                         err += chunk
                         del err[:-STDERR_KEEP]
                         continue
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for raw in lines:
+                    for raw in lines.feed(chunk):
                         _line(raw, parser, on_line)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             sel.close()
-        if pending:
-            _line(pending, parser, on_line)
+        if last := lines.end():
+            _line(last, parser, on_line)
+        if lines.cut:
+            parser.summary.noise += len(lines.cut)
+            runlog.note_cut(lines.cut, lines.cap)
         code = _finish(proc, deadline, stop=timed_out or interrupted)
         reaper.end(tracker.since, exclude={proc.pid})  # what it left behind ends with it
     outcome = Outcome(

@@ -22,6 +22,7 @@ from typing import Any
 
 from waaah_agent.core import home_overlay
 from waaah_agent.core.home_overlay import Action, Kind
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime.safe_read import UnsafeFile, open_regular, read_capped
 from waaah_agent.runtime.store import atomic_write
 
@@ -178,7 +179,7 @@ def digest(path: Path, cap: int | None = None, follow: bool = False) -> str:
 def json_value(path: Path) -> Any:
     """The JSON object or list in a small regular file, else None."""
     try:
-        data = json.loads(read_capped(path, STATE_FILE_CAP))
+        data = loads_json(read_capped(path, STATE_FILE_CAP))
     except (OSError, UnsafeFile, ValueError, RecursionError):
         return None
     return data if isinstance(data, (dict, list)) else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime.safe_read import read_capped
 
 MANIFEST = "waaah-home.json"
@@ -104,7 +104,7 @@ class Leftover:
 
 def manifest(home: Path) -> dict[str, object] | None:
     try:
-        data = json.loads(read_capped(home / MANIFEST, _MANIFEST_CAP))
+        data = loads_json(read_capped(home / MANIFEST, _MANIFEST_CAP))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

@@ -42,6 +42,7 @@ from waaah_agent.core.link_wire import (
     reply_line,
     reserved_for,
 )
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime import waaah
 from waaah_agent.runtime.safe_read import read_text, why
 from waaah_agent.runtime.store import atomic_write
@@ -202,7 +203,7 @@ class SessionLink:
     def _load(self) -> list[core.Held]:
         """What an earlier supervisor of this session kept; a damaged file is moved aside."""
         try:
-            saved = json.loads(read_text(self.file, FILE_CAP, follow=False))
+            saved = loads_json(read_text(self.file, FILE_CAP, follow=False))
             records = (
                 saved["held"] if isinstance(saved, dict) and isinstance(saved.get("held"), list) else None
             )
@@ -212,7 +213,7 @@ class SessionLink:
             return held
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, RecursionError) as err:
+        except (OSError, ValueError) as err:  # a nesting deeper than 100 is a ValueError
             aside = self.file.with_name(f"{FILE}.corrupt-{int(time.time())}")
             with contextlib.suppress(OSError):
                 os.replace(self.file, aside)

@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-import orjson
-
+from waaah_agent.core.castjson import escaped
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.redraws import RepeatedFrames
 from waaah_agent.core.textlog import LineCleaner
@@ -34,11 +34,14 @@ from waaah_agent.runtime.store import CorruptSession, SessionStore
 log = logging.getLogger(__name__)
 
 BUFFER = 64 * 1024
-# Bytes per second turned into clean text lines (~60 ms of CPU per MB, so at most ~3 % of a
-# core). A flood beyond this (a dumped file, a build log) goes only to the lossless .cast,
-# and the .log says how much it left out.
+# Bytes per second turned into clean text lines (~60-100 ms of CPU per MB of agent text, so at
+# most ~2.5 % of a core). A flood beyond this (a dumped file, a build log) goes only to the
+# lossless .cast, and the .log says how much it left out.
 HIDDEN = "[input hidden]"
-CLEAN_PER_SECOND = 512 * 1024
+CLEAN_PER_SECOND = 256 * 1024
+WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
+BATCH = 64 * 1024  # output recorded together at most ...
+BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
 
@@ -85,18 +88,22 @@ class RollingFile:
             self._size = len(self._header)
         return fh
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, *more: bytes) -> None:
+        """Append ``data`` (and ``more``: the pieces of one line, written without joining them)."""
+        size = len(data) + sum(map(len, more))
         if self._fh is None and not self._reopen():
-            self.lost += len(data)
+            self.lost += size
             return
         try:
-            if self._size + len(data) > self._max and self._size > len(self._header):
+            if self._size + size > self._max and self._size > len(self._header):
                 self._roll()
             assert self._fh is not None
             self._fh.write(data)
-            self._size += len(data)
+            for piece in more:
+                self._fh.write(piece)
+            self._size += size
         except OSError as err:
-            self.lost += len(data)
+            self.lost += size
             self._fail(err)
 
     def _roll(self) -> None:
@@ -204,11 +211,17 @@ class SessionLogs:
         self.text_path = base.with_suffix(".log")
         self.cast_path = base.with_suffix(".cast")
         self._redact = redactor
+        redactor.prepare()  # its native search compiled now, not on the relay's path at the first output
         self._cleaner = LineCleaner()
         # A redraw that repeats the last one (a TUI waiting on a tool) holds no new line: the
-        # cleaner skips it, and the .cast search for spread secrets keeps what it found for it.
+        # cleaner skips it.
         self._frames = RepeatedFrames()
-        self._frame_spread = (False, False)
+        # Output that came after keys typed before the screen was read: recorded once it was.
+        self._waiting: list[tuple[float, bytes]] | None = None
+        self._waiting_size = 0
+        self._batch: list[bytes] = []  # reads not recorded yet (see _batched)
+        self._batch_size = 0
+        self._batch_at = 0.0
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
         self.head: list[str] = []  # the first clean lines since the agent last started
         self._t0 = time.monotonic()
@@ -233,8 +246,52 @@ class SessionLogs:
         prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
     def output(self, data: bytes) -> None:
-        """Record agent output (called on the relay path: cheap, buffered)."""
+        """Record agent output (called on the relay path, after the terminal got it: cheap, buffered)."""
         now = time.monotonic()
+        if self._waiting is not None:
+            self._waiting.append((now, data))
+            self._waiting_size += len(data)
+            if self._waiting_size > WAIT_AT_MOST:
+                self.screen_read()
+            return
+        self._batched(now, data)
+
+    def _batched(self, now: float, data: bytes) -> None:
+        """Reads that follow each other within BATCH_FOR are recorded together (one .cast event
+        stamped with the first one's time): the work per record, paid once per read under a
+        flood of 4-16 KB reads, is paid once per BATCH."""
+        if self._batch and now - self._batch_at > BATCH_FOR:
+            self._record_batch()
+        if not self._batch:
+            self._batch_at = now
+        self._batch.append(data)
+        self._batch_size += len(data)
+        if self._batch_size >= BATCH:
+            self._record_batch()
+
+    def _record_batch(self) -> None:
+        if self._batch:
+            batch, self._batch, self._batch_size = self._batch, [], 0
+            self._record(self._batch_at, batch[0] if len(batch) == 1 else b"".join(batch))
+
+    def wait_for_screen(self) -> None:
+        """Keys went to the agent before its screen was read: what it shows next is recorded only
+        once the screen was read (a secret-entry screen's echo is never written). The terminal
+        does not wait; only the record does."""
+        if self._waiting is None:
+            self._waiting, self._waiting_size = [], 0
+
+    @property
+    def waiting(self) -> bool:
+        return self._waiting is not None
+
+    def screen_read(self) -> None:
+        """The screen was read (and ``hide`` told): record what waited, or the marker instead."""
+        waiting, self._waiting, self._waiting_size = self._waiting, None, 0
+        for now, data in waiting or ():
+            self._batched(now, data)
+
+    def _record(self, now: float, data: bytes) -> None:
         if self._hidden:
             if not self._hidden_noted:  # what a secret-entry screen echoes is never written
                 self._hidden_noted = True
@@ -243,33 +300,32 @@ class SessionLogs:
             return
         if now >= self._window_end:
             self._next_window(now)
-        spread = spread_tail = False
         if self._cleaned + len(data) > CLEAN_PER_SECOND:
             self._skipped += len(data)
             self._frames.forget()
-        elif self._frames.repeats(data):
-            spread, spread_tail = self._frame_spread
-        else:
+        elif not self._frames.repeats(data):  # a repeated redraw holds no new line
             self._cleaned += len(data)
-            lines = self._cleaner.feed(data, now)
-            # A known secret in the clean text that the raw bytes do not hold as they are: it
-            # is spread by escapes there (a redrawn line), and the .cast needs the slow search.
-            spread = self._redact.spread_in([*lines, self._cleaner.partial])
-            spread_tail = self._redact.starts_secret(self._cleaner.partial)
-            for line in lines:
-                masked = self._redact(line)
-                self.recent.append(masked)
-                if len(self.head) < HEAD_LINES:
-                    self.head.append(masked)
-                self._line(masked, masked=True)
+            if lines := self._cleaner.feed(data, now):
+                self._lines(lines)
             self._frames.saw(data)
-            self._frame_spread = (spread, spread_tail)
-        self._cast_out(now, data, spread=spread, spread_tail=spread_tail)
+        self._cast_out(now, data)
+
+    def _lines(self, lines: list[str]) -> None:
+        """Clean lines of one read: masked together, one time stamp, one write."""
+        masked = self._redact("\n".join(lines)).split("\n")
+        if len(masked) != len(lines):  # a shape's mask took a line break with it
+            masked = [self._redact(line) for line in lines]
+        self.recent.extend(masked)
+        if len(self.head) < HEAD_LINES:
+            self.head.extend(masked[: HEAD_LINES - len(self.head)])
+        ts = datetime.now().isoformat(timespec="milliseconds")
+        self._text.write("".join(f"{ts} {line}\n" for line in masked).encode("utf-8", "surrogateescape"))
 
     def hide(self, hidden: bool) -> None:
         """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
         if hidden == self._hidden:
             return
+        self._record_batch()  # what came before the change, as it was
         self._hidden, self._hidden_noted = hidden, False
         if hidden:
             self._cast_out(time.monotonic(), b"", final=True)  # what came before, in full
@@ -284,22 +340,25 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(
-        self, now: float, data: bytes, final: bool = False, spread: bool = False, spread_tail: bool = False
-    ) -> None:
-        data = self._redact.raw(self._cast_hold + data, spread=spread)
+    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
+        if self._cast_hold:
+            data = self._cast_hold + data
+        data, facts = self._redact.record(data)  # one native pass: secrets, and what to escape
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
-        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data, spread_tail))
-        out, self._cast_hold = data[:cut], data[cut:]
-        if out:
-            self._cast.write(b'[%.6f, "o", %b]\n' % (now - self._t0, json_string(out)))
+        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
+        out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+        if out:  # the very end may cut a character: json_string spells what is not UTF-8
+            body = escaped(out, None if final else facts)
+            self._cast.write(b'[%.6f, "o", "' % (now - self._t0), body, b'"]\n')
 
     def resize(self, cols: int, rows: int) -> None:
+        self._record_batch()
         self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
 
     def notice(self, message: str) -> None:
         """A supervisor line (marked ``[waaah]``) in the text log, there at once for ``tail -f``."""
+        self._record_batch()  # after the agent's lines that came before it
         self._line(f"[waaah] {message}")
         self._text.flush()
 
@@ -314,6 +373,7 @@ class SessionLogs:
         self._text.write(f"{ts} {line}\n".encode("utf-8", "surrogateescape"))
 
     def flush(self) -> None:
+        self._record_batch()
         now = time.monotonic()
         if self._skipped and now >= self._window_end:
             self._next_window(now)
@@ -332,6 +392,8 @@ class SessionLogs:
                 self.notice(f"{lost} bytes could not be written to {f.path.name}{why}")
 
     def close(self) -> None:
+        self.screen_read()
+        self._record_batch()
         self._cast_out(time.monotonic(), b"", final=True)
         if self._skipped:
             self._next_window(time.monotonic())
@@ -357,23 +419,9 @@ def char_boundary(data: bytes, cut: int) -> int:
     return cut
 
 
-def json_string(data: bytes) -> bytes:
-    """A JSON string (quotes included) holding ``data`` exactly (read back with surrogateescape).
-
-    The raw stream is mostly valid UTF-8: orjson escapes it in native code, writing the text
-    as UTF-8 with only what JSON must escape (ESC, CR, LF, quote...) spelled out. Invalid
-    UTF-8 cannot be a str orjson takes: such a chunk is spelled as json does it, its invalid
-    bytes as lone surrogates (escaped as ASCII), so that the file stays valid UTF-8.
-    """
-    try:
-        return orjson.dumps(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return json.dumps(data.decode("utf-8", "surrogateescape")).encode("ascii")
-
-
 def json_text(data: bytes) -> bytes:
     """The body of :func:`json_string` (no quotes)."""
-    return json_string(data)[1:-1]
+    return escaped(data, None)
 
 
 def live_logs(sessions: Path) -> set[str]:
@@ -412,7 +460,7 @@ def replay(cast_path: Path) -> bytes:
         for n, line in enumerate(lines_of(part)):
             if n == 0:
                 continue  # each part starts with the header
-            _, kind, data = json.loads(line)
+            _, kind, data = loads_json(line)
             if kind == "o":
                 out += data.encode("utf-8", "surrogateescape")
     return bytes(out)

@@ -12,6 +12,7 @@ the nearest deadline. Nothing in it sleeps.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import selectors
 import signal
@@ -43,6 +44,7 @@ FLUSH_EVERY = 1.0
 REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
 REAP_FOR = 2.0  # ... this long, then SIGKILL
 REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
+INBOX_SLICE = 0.002  # seconds of inbox records handled between two looks at the PTY
 
 
 class Timer(Enum):
@@ -102,6 +104,7 @@ class Supervisor:
         self.outcome: ev.Outcome | None = None
         self.reap_until: float | None = None  # set once the PTY closed: the child is going
         self._wake_r = -1
+        self._keys_seq = 0  # the output the screen must have been read up to before the record goes on
         self.interest: Interest | None = None  # the loop's selector, while it runs
         self.tend = tend  # called on its own slow timer; returns the seconds until the next call
         self._on_timer = {
@@ -130,11 +133,16 @@ class Supervisor:
                 if self.tend is not None:
                     self._tend()
                 self._check_child()  # it may have died before the handlers were in place
+                # What start-up made (modules, the screen model, compiled patterns) lives all
+                # night: the collector stops walking it, so its passes stay short (a pass over it
+                # held the relay for tens of ms, the output latency's p99).
+                gc.freeze()
                 while self.outcome is None:
                     self._iterate(interest)
             finally:
                 sel.close()
                 self.interest = None
+                self.logs.flush()  # the last reads recorded: the caller reads its last lines
                 if self.term is not None:
                     self._write_stdout(self.overlay.leave(self.feed.rows_below_cursor()))
                     self.term.drain(self._wake_r)
@@ -143,30 +151,31 @@ class Supervisor:
 
     def _iterate(self, interest: Interest) -> None:
         term = self.term
-        pty_events = 0
         if self.reap_until is None:  # once the PTY closed it would read as ready forever
             pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
             if term is None or term.pending < TERMINAL_HIGH_WATER:
                 pty_events |= selectors.EVENT_READ
-        interest.want(self.child.fd, pty_events, self._on_pty)
+            interest.want(self.child.fd, pty_events, self._on_pty)
         if term is not None:
             interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
-        for key, mask in interest.sel.select(self._timeout()):
-            key.data(mask)
+        due = self.machine.next_due()
+        timers = self.timers.due
+        if timers:
+            first = min(timers.values())
+            due = first if due is None or first < due else due
+        for callback, mask in interest.poll(None if due is None else max(0.0, due - self.clock())):
+            callback(mask)
             if self.outcome is not None:
                 return
+        if due is None:
+            return
         now = self.clock()
-        for timer in self.timers.pop_due(now):
-            self._on_timer[timer]()
+        if timers:
+            for timer in self.timers.pop_due(now):
+                self._on_timer[timer]()
         due = self.machine.next_due()
         if due is not None and due <= now and self.outcome is None:
             self.tell(ev.Tick())
-
-    def _timeout(self) -> float | None:
-        deadlines = list(self.timers.due.values())
-        if (due := self.machine.next_due()) is not None:
-            deadlines.append(due)
-        return max(0.0, min(deadlines) - self.clock()) if deadlines else None
 
     # -- the machine -----------------------------------------------------------------------
     def tell(self, event: ev.Event) -> None:
@@ -178,6 +187,7 @@ class Supervisor:
         match action:
             case ev.Type(data):
                 self.child.queue(data)
+                self.child.flush()  # at once: a key waits for no wake-up of the loop
             case ev.Look(at):
                 self.timers.set_min(Timer.SCREEN, self.feed.when(at))
             case ev.Record(name, fields):
@@ -193,6 +203,15 @@ class Supervisor:
                 for name, value in changes.items():
                     setattr(self.state, name, value)
                 self.session.save(self.state)
+            case ev.Enqueue(text):
+                self.state.queued.append(text)  # what the next run of the agent starts with
+                self.session.queue.add(text)
+            case ev.Dequeue():
+                self.child.flush()  # the Enter that submitted it reaches the agent first
+                if self.state.queued:
+                    self.state.queued.pop(0)
+                if self.session.queue.pop():  # one of session.json's own
+                    self.session.save(self.state)
             case ev.SignalAgent(kill):
                 self.child.signal_group(signal.SIGKILL if kill else signal.SIGTERM)
             case ev.Menu(open_):
@@ -242,6 +261,8 @@ class Supervisor:
         if view is not None:
             self.overlay.agent_titled(view.title)
             self.tell(ev.Observed(read(self.cfg.rules, view), self.feed.last_output))
+            if self.logs.waiting and self.feed.read_seq >= self._keys_seq:
+                self.logs.screen_read()  # what the keys made the agent show: recorded (or hidden)
 
     def _flush(self) -> None:
         self.logs.flush()
@@ -257,8 +278,9 @@ class Supervisor:
         if not data:
             self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal closed"))
             return
-        if self.timers.due.pop(Timer.SCREEN, None) is not None:  # keys answer what is on the
-            self._update_screen()  # screen: read it first (a key dialog's echo must be hidden)
+        if self.feed.unread:  # keys answer a screen not read yet (a key dialog's echo must be
+            self.logs.wait_for_screen()  # hidden): the record, not the key, waits for the reading
+            self._keys_seq = self.feed.seq
         self.tell(ev.Keys(data))
 
     def _write_stdout(self, data: bytes) -> None:
@@ -305,11 +327,11 @@ class Supervisor:
     # -- background reports ----------------------------------------------------------------
     def _on_mail(self, mask: int) -> None:
         assert self.mailbox is not None
+        inbox = False  # one wake-up per write: read once for them all
         for message in self.mailbox.drain():
             data = message.data
             if message.kind == "inbox":
-                for record in self.inbox.read_new() if self.inbox else []:
-                    self.tell(record)
+                inbox = True
             elif message.kind == "server":
                 self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
             elif message.kind == "agent-status":
@@ -320,6 +342,23 @@ class Supervisor:
                 record_link(message, self.logs, self.session)
             elif message.kind == PING:  # /healthz: the loop is alive (runtime/metrics.py)
                 data["answer"]()
+        if inbox:
+            self._read_inbox()
+
+    def _read_inbox(self) -> None:
+        """The inbox's records for INBOX_SLICE at most: a burst of a thousand `waaah send` is
+        read over many wake-ups, the agent's output relayed in between."""
+        if self.inbox is None:
+            return
+        deadline = time.monotonic() + INBOX_SLICE
+        while self.outcome is None:
+            for record in self.inbox.read_new(1):
+                self.tell(record)
+            if not self.inbox.more:
+                return
+            if time.monotonic() >= deadline and self.mailbox is not None:
+                self.mailbox.post("inbox")  # the rest after the next look at the PTY
+                return
 
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:

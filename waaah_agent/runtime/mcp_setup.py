@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from waaah_agent import settings
 from waaah_agent.core import mcpconf
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.runtime.waaah import Health
@@ -139,7 +140,7 @@ def read_config(path: Path, limit: int = MAX_SETTINGS_BYTES) -> ConfigFile:
     except UnicodeDecodeError as err:
         raise ConfigRefused(f"{where} is not UTF-8 text (byte {err.start})") from err
     try:
-        data = json.loads(text.strip() or "{}")
+        data = loads_json(text.strip() or "{}")
     except ValueError as err:
         raise ConfigRefused(f"cannot parse {where} ({err})") from err
     if not isinstance(data, dict):

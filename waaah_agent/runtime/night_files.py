@@ -3,30 +3,35 @@
 A session is named by its id (or a unique prefix of it), else every session of the workspace
 that was active within ``--since`` (``12h``, ``90m``, ``2d``), else the newest. Events files are
 read as regular files only, at most :data:`EVENTS_CAP` bytes each (a longer one is read from its
-end, and the summary says so); a line that is not a JSON object is skipped.
+end, and the summary says so), a line at a time as the night is drawn, never all in memory; a
+line that is not a JSON object is skipped, one longer than :data:`LINE_CAP` too (and said).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.night_report import Night, duration, read_night, summary_lines
 from waaah_agent.core.prices import Prices
+from waaah_agent.core.streams import Lines
 from waaah_agent.errors import SessionNotFound as NoSession
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import price_file, runlog
-from waaah_agent.runtime.safe_read import read_tail, why
+from waaah_agent.runtime.safe_read import open_regular, why
 from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
 from waaah_agent.runtime.workspace import git_root
 
-EVENTS_CAP = 64 * 1024 * 1024
+MB = 1024 * 1024
+EVENTS_CAP = 64 * MB
+LINE_CAP = MB  # an event is a few hundred bytes
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -77,29 +82,42 @@ def _last_active(folder: Path, state: SessionState) -> float:
         return event_epoch(state.created) or 0.0
 
 
-def events_of(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+def events_of(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
+    """The events of ``path`` with their time as ``t``, read as they are taken."""
     try:
-        raw = read_tail(path, EVENTS_CAP)
+        fd = open_regular(path)
     except FileNotFoundError:
-        return []
+        return
     except OSError as err:
         notes.append(f"skipped {path}: {why(err)}")
-        return []
-    lines = raw.split(b"\n")
-    if len(raw) >= EVENTS_CAP:
-        lines = lines[1:]  # the first may be cut
-        notes.append(f"{path} is larger than {EVENTS_CAP // (1024 * 1024)} MB: the report covers its end")
-    found = []
+        return
+    lines = Lines(LINE_CAP)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        if size > EVENTS_CAP:
+            fh.seek(size - EVENTS_CAP)
+            fh.readline(LINE_CAP)  # the first may be cut
+            notes.append(f"{path} is larger than {EVENTS_CAP // MB} MB: the report covers its end")
+        left = EVENTS_CAP
+        while left > 0 and (chunk := fh.read(min(MB, left))):
+            left -= len(chunk)
+            yield from _events(lines.feed(chunk))
+        yield from _events([lines.end()])
+    if lines.cut:
+        notes.append(f"{path}: {len(lines.cut)} line(s) longer than {LINE_CAP // MB} MB, skipped")
+
+
+def _events(lines: list[bytes]) -> Iterator[dict[str, Any]]:
     for line in lines:
         try:
-            event = json.loads(line)
-        except ValueError:
+            event = loads_json(line)
+        except (ValueError, RecursionError):
             continue
         if isinstance(event, dict):
             t = event_epoch(event.get("ts"))
             if t is not None:
-                found.append({**event, "t": t})
-    return found
+                event["t"] = t
+                yield event
 
 
 def night_of(chosen: Chosen, prices: Prices | None = None) -> Night:

@@ -2,7 +2,10 @@
 
 A timeline of the agent's state per session with every intervention marked (its cause on
 hover), the share of the night in each state, tokens over time, and tables of tasks, nudges,
-restarts and `waaah run` trees. The figures are plotly's; the rest is plain HTML, escaped.
+restarts and `waaah run` trees. The figures are plotly's; the rest is plain HTML, escaped, with
+the control characters of the data shown (core/printable.py). However long the night, the page
+stays small enough to open (plotly.js is most of it): the night comes bounded
+(core/night_report.py), and the runs table keeps its first :data:`RUN_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from waaah_agent.core.night_report import KINDS, Night, duration
+from waaah_agent.core.night_report import KINDS, TEXT_CAP, Night, duration
+from waaah_agent.core.printable import one_line
 
 #: A colour per kind (the legend's order is KINDS).
 COLOURS = {
@@ -25,6 +29,7 @@ COLOURS = {
     "starting": "#80cbc4",
 }
 MARKER_COLOURS = {"nudge": "#fbc02d", "restart": "#c62828", "Esc on a stall": "#d84315"}
+RUN_ROWS = 500
 
 
 def _when(t: float) -> datetime:
@@ -43,11 +48,13 @@ def timeline_figure(night: Night) -> Any:
             go.Bar(
                 name=kind,
                 orientation="h",
-                y=[s.session for s in parts],
+                y=[one_line(s.session) for s in parts],
                 base=[_when(s.start) for s in parts],
                 x=[s.seconds * 1000 for s in parts],  # a date axis counts in milliseconds
                 marker_color=COLOURS[kind],
-                hovertext=[f"{kind} for {duration(s.seconds)}: {s.why}"[:300] for s in parts],
+                hovertext=[
+                    html.escape(one_line(f"{kind} for {duration(s.seconds)}: {s.why}"[:300])) for s in parts
+                ],
                 hoverinfo="text",
             )
         )
@@ -56,7 +63,7 @@ def timeline_figure(night: Night) -> Any:
             go.Scatter(
                 name="interventions",
                 mode="markers",
-                y=[m.session for m in night.markers],
+                y=[one_line(m.session) for m in night.markers],
                 x=[_when(m.t) for m in night.markers],
                 marker={
                     "symbol": "triangle-down",
@@ -64,7 +71,7 @@ def timeline_figure(night: Night) -> Any:
                     "color": [MARKER_COLOURS.get(m.kind, "#212121") for m in night.markers],
                     "line": {"width": 1, "color": "#000"},
                 },
-                hovertext=[f"{m.kind}: {m.cause}"[:300] for m in night.markers],
+                hovertext=[html.escape(one_line(f"{m.kind}: {m.cause}"[:300])) for m in night.markers],
                 hoverinfo="text",
             )
         )
@@ -120,12 +127,12 @@ def page(night: Night, title: str, clock: Callable[[float], str], runs: list[dic
         f'<td class="share">{v * 100:.1f} %</td><td>{e(duration(seconds[k]))}</td></tr>'
         for k, v in shares.items()
     )
-    answered = sum(n.answered for n in night.nudges)
+    answered = night.count("answered")
     tokens = night.tokens[-1] if night.tokens else (0, 0, 0)
     numbers = (
-        f'<ul id="numbers"><li>tasks served: <b data-n="tasks">{len(night.tasks)}</b></li>'
-        f'<li>nudges: <b data-n="nudges">{len(night.nudges)}</b> ({answered} answered)</li>'
-        f'<li>restarts: <b data-n="restarts">{len(night.restarts)}</b></li>'
+        f'<ul id="numbers"><li>tasks served: <b data-n="tasks">{night.count("tasks")}</b></li>'
+        f'<li>nudges: <b data-n="nudges">{night.count("nudges")}</b> ({answered} answered)</li>'
+        f'<li>restarts: <b data-n="restarts">{night.count("restarts")}</b></li>'
         f'<li>tokens: <b data-n="tokens-in">{tokens[1]:,}</b> in, <b data-n="tokens-out">{tokens[2]:,}</b> out</li>'
         + (
             f'<li>cost: <b data-n="cost">${night.costs[-1][1]:,.2f}</b> at your prices</li>'
@@ -145,30 +152,36 @@ def page(night: Night, title: str, clock: Callable[[float], str], runs: list[dic
             [clock(t.start), t.task_id, duration(t.end - t.start) if t.end else "-", t.outcome]
             for t in night.tasks
         ],
+        night.count("tasks"),
     )
     nudges = _table(
         "nudges",
         ["at", "kind", "why", "answered"],
         [[clock(n.t), n.kind, n.reason, "yes" if n.answered else "no"] for n in night.nudges],
+        night.count("nudges"),
     )
     restarts = _table(
-        "restarts", ["at", "after", "why"], [[clock(r.t), r.after, r.reason] for r in night.restarts]
+        "restarts",
+        ["at", "after", "why"],
+        [[clock(r.t), r.after, r.reason] for r in night.restarts],
+        night.count("restarts"),
     )
     tree = _table(
         "runs",
         ["run", "agent", "outcome", "took", "tokens in/out"],
-        [[r["indent"] + r["id"], r["agent"], r["outcome"], r["took"], r["tokens"]] for r in runs],
+        [[r["indent"] + r["id"], r["agent"], r["outcome"], r["took"], r["tokens"]] for r in runs[:RUN_ROWS]],
+        len(runs),
     )
     window = f"{clock(night.start)} to {clock(night.end)} ({duration(night.end - night.start)})"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{e(one_line(title))}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #212121; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 0.2em 0.8em; text-align: left; }}
 .swatch {{ display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.4em; vertical-align: middle; }}
 </style></head><body>
-<h1>{e(title)}</h1>
+<h1>{e(one_line(title))}</h1>
 <p id="window">{e(window)}</p>
 <h2>Where the night went</h2>
 <table id="utilisation"><tr><th>state</th><th>share</th><th>time</th></tr>{rows}</table>
@@ -182,10 +195,18 @@ td, th {{ border-bottom: 1px solid #ddd; padding: 0.2em 0.8em; text-align: left;
 """
 
 
-def _table(name: str, head: list[str], rows: list[list[str]]) -> str:
+def _table(name: str, head: list[str], rows: list[list[str]], total: int) -> str:
+    """The rows (a sample of ``total``, said when not all are there), each cell escaped and cut."""
     e = html.escape
     if not rows:
         return f'<p id="{name}">none</p>'
     top = "".join(f"<th>{e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table id="{name}"><tr>{top}</tr>{body}</table>'
+    body = "".join(
+        "<tr>" + "".join(f"<td>{e(one_line(c)[:TEXT_CAP])}</td>" for c in row) + "</tr>" for row in rows
+    )
+    note = (
+        f'<p class="sample">{len(rows)} of {total} shown, spread over the night</p>'
+        if total > len(rows)
+        else ""
+    )
+    return f'<table id="{name}"><tr>{top}</tr>{body}</table>{note}'

@@ -9,6 +9,7 @@ runtime/run_attempts.py walks the chain, and the envelope is printed (json, text
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import uuid
@@ -18,12 +19,13 @@ from typing import IO
 
 from waaah_agent import settings
 from waaah_agent.core import failures as F
-from waaah_agent.core import models, names
+from waaah_agent.core import models, names, outputs, present
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.run_budget import RunBudget, needs_prices
+from waaah_agent.core.run_inputs import ticket_name
 from waaah_agent.core.streams import Tokens
-from waaah_agent.errors import SessionNotFound, UsageError
+from waaah_agent.errors import CliNotFound, LoginRequired, SessionNotFound, UsageError, WaaahError
 from waaah_agent.runtime import (
     price_file,
     providers,
@@ -40,6 +42,7 @@ from waaah_agent.runtime.run_io import (
     RunOptions,
     ms,
     show,
+    show_failure,
 )
 from waaah_agent.runtime.run_stream import LineOut
 from waaah_agent.runtime.workspace import workspace_root
@@ -68,7 +71,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             opts, workspace, stdin, warnings, lambda text: run_trees.with_replay(text, restored)
         )
     except InvalidPrompt as bad:
-        return run_inputs.refuse(bad, opts, out, err, started)
+        return run_inputs.refuse(bad, opts, out, err, started, env)
     prompt, task, context_source = prepared.prompt, prepared.task, prepared.context_source
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
@@ -99,6 +102,13 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         fallback = fallback or chain_rest
     earlier_agent = resumed.agent if resumed else (restored.agent if restored and not routed else None)
     primary = settings.run_agent_name(opts.agent, earlier_agent, env, routed)
+    pick(primary)
+    # No chain given (nor routed): the other CLIs usable now follow, unless --no-fallback. A
+    # continued conversation (--session) stays with its CLI: another one would not have it.
+    chain_source = "given" if opts.fallback else "routed" if fallback else "none"
+    if not fallback and not opts.role and resumed is None and opts.default_fallback:
+        fallback = routes.default_fallback(primary, env, workspace, opts.breaker_cooldown)
+        chain_source = "default" if fallback else "none"
     chain = list(dict.fromkeys([primary, *fallback]))
     for name in chain:
         pick(name)
@@ -120,7 +130,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     try:  # each CLI's skill, prompt size, permission and temperature flags
         run_inputs.plan_chain(chain, prepared, opts, workspace, env, warnings)
     except InvalidPrompt as bad:
-        return run_inputs.refuse(bad, opts, out, err, started)
+        return run_inputs.refuse(bad, opts, out, err, started, env)
     for warning in warnings:
         print(f"waaah: warning: {warning}", file=err)
     resume_id = ""
@@ -129,13 +139,16 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
     if opts.inputs.dry_run:
         return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, budget_shown)
-    redact = Redactor(known_secrets(dict(env)))
+    redact = Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
     # The log keeps the id it was created with; the CLI session to continue is the one named, or
     # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
-    # their own session ids (codex, opencode).
-    log_id = resumed.id if resumed else str(uuid.uuid4())
+    # their own session ids (codex, opencode). A ticket id names a new log: <ticket>_<uuid>.
+    ticket = ticket_name(opts.ticket)
+    fresh = str(uuid.uuid4())
+    log_id = resumed.id if resumed else f"{ticket}_{fresh}" if ticket else fresh
     log_path = resumed.path if resumed else runlog.new_log_path(workspace, log_id, datetime.now())
-    log = runlog.RunLog(log_path, redact)
+    echo = (lambda line: print(f"waaah: debug: {line}", file=err, flush=True)) if opts.verbose else None
+    log = runlog.RunLog(log_path, redact, echo)
     log.write(
         "start",
         warnings=warnings or None,
@@ -146,7 +159,9 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         parent_id=parent or None,
         session=opts.session,
         fallback=chain[1:],
+        fallback_source=chain_source,
         route=route_note,
+        ticket=opts.ticket or None,
         context=context_source or None,
         restored_from=restored.to_log() if restored else None,
         timeout_s=opts.timeout,
@@ -173,9 +188,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
             envelope = run.through(chain, prompt)
         except Interrupted:
             run.breakers.release()
-            envelope = run.envelope(
-                F.INTERRUPTED, f"{_stopped_by[0]}: the run and its CLI were stopped", True
-            )
+            envelope = run.envelope(F.INTERRUPTED, f"{_stopped_by[0]}: the run and its CLI were stopped")
         envelope.update(
             parent_id=parent or None, log_path=str(log_path), duration_ms=ms(time.monotonic() - started)
         )
@@ -200,11 +213,58 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     if opts.stream:
         lines.envelope(envelope)
     else:
-        show(envelope, run.last_stderr, opts.format, log_path, out, redact)
+        show(envelope, run.last_stderr, opts.format, log_path, out, redact, opts.llm_max_lines)
     if envelope.get("error"):
         where = log_path if not log.error else "none"
-        print(f"waaah: {envelope['error_type']}: {envelope['error']} (log: {where})", file=err)
+        print(f"waaah: {envelope['error_kind']}: {envelope['error']} (log: {where})", file=err)
     return int(envelope["exit_code"])
+
+
+def main(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
+    """:func:`execute`, and for a run that fails before its chain starts (a usage error, an
+    unknown session, a log folder that cannot be made, Ctrl+C while setting up) the envelope
+    too, before the error goes on to its one line on stderr and its exit code."""
+    started = time.monotonic()
+    try:
+        return execute(opts, env, stdin, out, err)
+    except WaaahError as bad:
+        failed: tuple[F.ErrorType, str, int] = (_kind_of(bad), str(bad), bad.exit_code)
+        problem: BaseException = bad
+    except KeyboardInterrupt as stop:
+        failed = (F.INTERRUPTED, f"{_stopped_by[0]}: the run was stopped before any CLI started", 130)
+        problem = stop
+    except Exception as bug:  # a defect of ours: the envelope still, then the traceback
+        failed = (F.UNKNOWN, f"internal error: {type(bug).__name__}: {bug}", 1)
+        problem = bug
+    kind, message, code = failed
+    envelope = outputs.failure_envelope(
+        kind,
+        message,
+        code,
+        version=present.ENVELOPE_VERSION,
+        agent=opts.agent or "",
+        model=opts.model,
+        skill=opts.inputs.skill,
+    )
+    envelope["duration_ms"] = ms(time.monotonic() - started)
+    with contextlib.suppress(OSError):
+        show_failure(
+            envelope, opts, out, Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
+        )
+    raise problem
+
+
+def _kind_of(bad: WaaahError) -> F.ErrorType:
+    """The envelope's error type of an error raised while a run was set up."""
+    if isinstance(bad, UsageError):
+        return F.INVALID_INPUT
+    if isinstance(bad, SessionNotFound):
+        return F.INVALID_SESSION
+    if isinstance(bad, CliNotFound):
+        return F.CRASH
+    if isinstance(bad, LoginRequired):
+        return F.AUTH
+    return F.UNKNOWN  # our own files (exit 8) or anything else: exit_code says which
 
 
 #: What interrupted the run, for its error: Ctrl+C unless a SIGTERM came.

@@ -15,6 +15,7 @@ from pathlib import Path
 from waaah_agent import adapters
 from waaah_agent.core import models
 from waaah_agent.core.models import Providers
+from waaah_agent.core.nesting import TooDeep, check
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import config_file
 from waaah_agent.runtime.safe_read import read_text, why
@@ -74,14 +75,15 @@ def read(path: Path, label: str, known: list[str]) -> Providers:
     except OSError as bad:
         raise UsageError(f"providers file {path} cannot be read: {why(bad)}") from None
     try:
+        check(text, "yaml")
         data = yaml.safe_load(text)
     except yaml.YAMLError as bad:
         mark = getattr(bad, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(bad, "problem", None) or "not YAML"
         raise UsageError(f"providers file {path} is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise UsageError(f"providers file {path} is nested too deeply to be a providers file") from None
+    except (TooDeep, RecursionError):  # RecursionError: nested by indentation alone
+        raise UsageError(f"providers file {path} is {TooDeep()}; fix it or remove it") from None
     try:
         parsed = models.parse(data, known, str(path))  # errors name the file in full
     except models.BadProviders as bad:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core import quota as Q
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime.breakers import state_dir
 from waaah_agent.runtime.private import untrusted
 from waaah_agent.runtime.report import last_events
@@ -46,7 +47,7 @@ def from_runs(agent: str) -> Q.LimitSeen | None:
     if untrusted(folder()) or untrusted(folder() / f"{agent}.json"):
         return None  # someone else's (or anyone's) note: not used
     with contextlib.suppress(OSError, ValueError):
-        data = json.loads(read_capped(folder() / f"{agent}.json", QUOTA_CAP, follow=False))
+        data = loads_json(read_capped(folder() / f"{agent}.json", QUOTA_CAP, follow=False))
         if isinstance(data, dict):
             seen, reset = event_time(data.get("seen_at")), data.get("reset_at")
             reset_at = event_time(reset) if reset is not None else None

@@ -21,6 +21,7 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.versions import Release, judge, options_in_help, parse_version
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.safe_read import read_capped
@@ -68,7 +69,7 @@ def release_of(binary: str, env: Mapping[str, str]) -> Release:
 def load(path: Path) -> dict[str, Any]:
     """The cache's entries; a missing, unreadable or damaged file is an empty cache."""
     try:
-        data = json.loads(read_capped(path, _CACHE_CAP, follow=False))
+        data = loads_json(read_capped(path, _CACHE_CAP, follow=False))
     except (OSError, ValueError):
         return {}
     entries = data.get("binaries") if isinstance(data, dict) else None

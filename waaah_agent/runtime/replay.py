@@ -8,18 +8,25 @@ through asciinema's player when `asciinema` is on PATH, else written to a file t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from waaah_agent.errors import UsageError
-from waaah_agent.runtime.parts import DamagedPart, lines_of, parts_of
+from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
+from waaah_agent.errors import UsageError, storage_error
+from waaah_agent.runtime.parts import PART_CAP, DamagedPart, lines_of, parts_of
+from waaah_agent.runtime.safe_read import why
 from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.workspace import git_root
 
@@ -33,6 +40,9 @@ class Record:
     header: dict[str, Any]
     events: list[tuple[float, str, str]]  # (seconds since the start, kind, data)
     problems: list[str]
+
+
+Event = tuple[float, str, str]
 
 
 def find_session(workspace: Path, wanted: str | None) -> SessionState:
@@ -52,30 +62,54 @@ def find_session(workspace: Path, wanted: str | None) -> SessionState:
     return matches[0]
 
 
-def read_record(cast_path: Path) -> Record:
-    """The `.cast` and its parts as one record; a damaged part is kept up to its damage."""
-    header: dict[str, Any] | None = None
-    events: list[tuple[float, str, str]] = []
-    problems: list[str] = []
+def part_cap() -> int:
+    """How much one part may inflate to: generous for the roll size the user set."""
+    return max(PART_CAP, 4 * settings.agent_env(os.environ).log_roll)
+
+
+def header_of(cast_path: Path) -> dict[str, Any]:
+    """The asciicast header: the first line of the oldest part that can be read."""
+    for part in [*parts_of(cast_path), cast_path]:
+        with contextlib.suppress(OSError, DamagedPart, ValueError, StopIteration):
+            lines = lines_of(part, part_cap())
+            try:
+                header = loads_json(next(lines))
+            finally:
+                lines.close()
+            if isinstance(header, dict):
+                return header
+    raise UsageError(f"{cast_path} holds no record (no asciicast header)")
+
+
+def events_of(cast_path: Path, problems: list[str]) -> Iterator[Event]:
+    """The `.cast` and its parts as one stream of events, read as it is played (never all in
+    memory); each part whose reading stopped early is said in ``problems``."""
+    cap = part_cap()
     for part in [*parts_of(cast_path), cast_path]:
         try:
-            for n, line in enumerate(lines_of(part)):
+            for n, line in enumerate(lines_of(part, cap, problems)):
                 if n == 0:
-                    header = header or json.loads(line)
-                    continue
+                    continue  # each part starts with the header
                 try:
-                    t, kind, data = json.loads(line)
-                except ValueError:
+                    t, kind, data = loads_json(line)
+                    event = (float(t), str(kind), str(data))
+                except (ValueError, TypeError):
                     problems.append(f"{part.name}: a line that is not an event, left out")
                     continue
-                events.append((float(t), str(kind), str(data)))
+                yield event
         except DamagedPart as err:
-            problems.append(f"{err}: replayed up to the damage")
+            problems.append(f"{err}: {err.then}")
         except FileNotFoundError:
             problems.append(f"{part.name} is missing")
-    if header is None:
-        raise UsageError(f"{cast_path} holds no record (no asciicast header)")
-    return Record(header, events, problems)
+        except OSError as err:
+            problems.append(f"{part.name} {why(err)}: left out")
+
+
+def read_record(cast_path: Path) -> Record:
+    """The `.cast` and its parts as one record in memory (small records; replay streams)."""
+    problems: list[str] = []
+    header = header_of(cast_path)
+    return Record(header, list(events_of(cast_path, problems)), problems)
 
 
 def parse_at(text: str, started: datetime) -> float:
@@ -101,28 +135,39 @@ def parse_at(text: str, started: datetime) -> float:
     return max(0.0, (when - started).total_seconds())
 
 
-def from_point(record: Record, at: float) -> list[tuple[float, str, str]]:
-    """The events from ``at`` on, times from 0; the output just before ``at`` drawn at time 0."""
-    before = [e for e in record.events if e[0] < at]
-    after = [(t - at, kind, data) for t, kind, data in record.events if t >= at]
-    catch_up: list[str] = []
+def write_from(header: dict[str, Any], events: Iterable[Event], at: float, out: IO[str]) -> None:
+    """The asciicast from ``at`` on, times from 0, written as it is read: the output of the last
+    :data:`CATCH_UP` characters before ``at`` is drawn at time 0, so the screen is whole from
+    the first frame."""
+    catch_up: deque[str] = deque()
     size = 0
-    for _, kind, data in reversed(before):
-        if kind != "o":
+    started = False
+
+    def begin() -> None:
+        nonlocal started
+        started = True
+        out.write(json.dumps(dict(header, timestamp=int(_number(header.get("timestamp")) + at))) + "\n")
+        if catch_up:
+            out.write(json.dumps([0.0, "o", "".join(catch_up)]) + "\n")
+        catch_up.clear()
+
+    for t, kind, data in events:
+        if t < at and not started:
+            if kind == "o":
+                catch_up.append(data)
+                size += len(data)
+                while len(catch_up) > 1 and size - len(catch_up[0]) >= CATCH_UP:
+                    size -= len(catch_up.popleft())
             continue
-        catch_up.append(data)
-        size += len(data)
-        if size >= CATCH_UP:
-            break
-    head = [(0.0, "o", "".join(reversed(catch_up)))] if catch_up else []
-    return head + after
+        if not started:
+            begin()
+        out.write(json.dumps([round(max(0.0, t - at), 6), kind, data]) + "\n")
+    if not started:
+        begin()
 
 
-def as_cast(record: Record, events: list[tuple[float, str, str]], at: float) -> str:
-    header = dict(record.header, timestamp=int(record.header.get("timestamp", 0) + at))
-    lines = [json.dumps(header)]
-    lines += [json.dumps([round(t, 6), kind, data]) for t, kind, data in events]
-    return "\n".join(lines) + "\n"
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def replay_session(
@@ -130,19 +175,27 @@ def replay_session(
 ) -> int:
     state = find_session(workspace, session)
     cast = Path(state.cast_path)
-    record = read_record(cast)
-    started = datetime.fromtimestamp(float(record.header.get("timestamp", 0))).astimezone()
+    header = header_of(cast)
+    started = datetime.fromtimestamp(_number(header.get("timestamp"))).astimezone()
     offset = parse_at(at, started) if at else 0.0
-    events = from_point(record, offset)
-    for problem in record.problems:
-        print(f"waaah: {problem}", file=sys.stderr)
-    text = as_cast(record, events, offset)
+    problems: list[str] = []
     if out == "-":
-        sys.stdout.write(text)
+        write_from(header, events_of(cast, problems), offset, sys.stdout)
+        sys.stdout.flush()
+    else:
+        target = Path(out) if out else cast.with_name(f"{cast.stem}-replay.cast")
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY | os.O_NONBLOCK, 0o600)
+            os.set_blocking(fd, True)  # opened without waiting for a FIFO's reader; written as a file
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                write_from(header, events_of(cast, problems), offset, fh)
+            target.chmod(0o600)
+        except OSError as err:
+            raise storage_error(err, target, "write the replay") from None
+    for problem in problems:
+        print(f"waaah: {problem}", file=sys.stderr)
+    if out == "-":
         return 0
-    target = Path(out) if out else cast.with_name(f"{cast.stem}-replay.cast")
-    target.write_text(text, encoding="utf-8")
-    target.chmod(0o600)
     player = shutil.which("asciinema")
     if out or player is None:
         how = f"asciinema play {target}" + (f" -s {speed:g}" if speed != 1 else "")

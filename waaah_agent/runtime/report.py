@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.printable import one_line
 from waaah_agent.runtime import homes, reaper
 from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.safe_read import read_tail
@@ -69,7 +70,7 @@ def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:
     out = []
     for line in lines:
         try:
-            out.append(json.loads(line))
+            out.append(loads_json(line))
         except ValueError:
             continue
     return out
@@ -153,6 +154,7 @@ def _describe(event: dict[str, Any]) -> str:
 
 
 def table(rows: list[SessionReport]) -> str:
+    """One line per session; what came from its files is shown, never acted on (one_line)."""
     if not rows:
         return "no sessions in this workspace"
     lines = [
@@ -162,14 +164,17 @@ def table(rows: list[SessionReport]) -> str:
         tokens = f"{r.tokens.get('input', 0)}/{r.tokens.get('output', 0)}"
         status = f"{r.status}{' (live)' if r.live else ''}"
         lines.append(
-            f"{r.id:<38} {r.agent:<9} {status:<16} {r.agent_state:<9} {r.restarts:>8} {tokens:>16}  {r.last_activity}"
+            one_line(
+                f"{r.id:<38} {r.agent:<9} {status:<16} {r.agent_state:<9} {r.restarts:>8} {tokens:>16}  {r.last_activity}"
+            )
         )
     return "\n".join(lines)
 
 
 def detail(r: SessionReport) -> str:
     return "\n".join(
-        [
+        one_line(line)
+        for line in [
             f"session      {r.id} ({'live' if r.live else 'not running'})",
             f"agent        {r.agent} (its own session id {r.native_session_id})",
             f"status       {r.status}; screen state {r.agent_state}",

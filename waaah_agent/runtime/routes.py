@@ -8,7 +8,6 @@ workspace, else ``routes.json`` in the user's config folder (``~/.config/waaah-a
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -18,6 +17,7 @@ from waaah_agent import adapters, settings
 from waaah_agent.core import quota as quota_rules
 from waaah_agent.core import routing
 from waaah_agent.core.breaker import Breaker
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.routing import Availability, Route
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import breakers, clis, config_file, quota
@@ -53,7 +53,7 @@ def load(env: Mapping[str, str], workspace: Path) -> tuple[dict[str, routing.Rol
     if path is None:
         return roles, None
     try:
-        data = json.loads(read_text(path, TABLE_CAP))
+        data = loads_json(read_text(path, TABLE_CAP))
         return routing.merged(roles, routing.parse(data, known, str(path))), path
     except routing.BadTable as bad:
         raise UsageError(f"routing table {bad}") from None
@@ -126,3 +126,15 @@ def for_run(
             f"role {role}{source}: no CLI is available; trying the chain",
         )
     return found.agent, list(found.fallback), f"role {role}{source}: {found.agent} ({found.why})"
+
+
+def default_fallback(
+    primary: str, env: Mapping[str, str], workspace: Path, cooldown: float | None = None
+) -> list[str]:
+    """`waaah run`'s fallback chain when none is given: the other CLIs usable now (installed,
+    credentials found, breaker closed, no usage limit in force), in the bundled order."""
+    from waaah_agent.core.resilience import default_chain
+
+    others = [n for n, a in adapters.registry().items() if a.headless is not None and n != primary]
+    found = availability(others, env, workspace, cooldown)
+    return default_chain(primary, {name: state.usable for name, state in found.items()})

@@ -25,7 +25,7 @@ from waaah_agent.core import models, outputs, present
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor
-from waaah_agent.core.resilience import cli_share, next_step
+from waaah_agent.core.resilience import cli_share, max_attempts, next_step
 from waaah_agent.core.run_budget import RunBudget, attempt_cost
 from waaah_agent.core.streams import StreamSummary, Tokens
 from waaah_agent.errors import CliNotFound, UsageError, run_exit_code
@@ -110,6 +110,7 @@ class Chain:
         self.last_stderr = ""
         self.failure: Failure | None = None
         self.primary = ""
+        self.chain: list[str] = []  # the CLIs this run may try, in order
         self.budget, self.prices = budget, prices
         self.cost: float | None = None  # what the attempts cost (--max-cost), None: unknown
         self.spent = ""  # why the run's budget is spent ("" while it is not)
@@ -125,7 +126,7 @@ class Chain:
         )
 
     def through(self, chain: list[str], prompt: str) -> dict[str, Any]:
-        self.primary = chain[0]
+        self.primary, self.chain = chain[0], list(chain)
         for index, name in enumerate(chain):
             has_next = index + 1 < len(chain)
             left = self.deadline - time.monotonic()
@@ -141,15 +142,15 @@ class Chain:
                 break
             if self.deadline - time.monotonic() <= 0:
                 break
-        failure = self.failure or Failure(F.CRASH, "no CLI could be run", True, None)
-        return self.envelope(failure.type, failure.message, failure.recoverable)
+        failure = self.failure or Failure(F.CRASH, "no CLI could be run", F.RECOVERABLE[F.CRASH], None)
+        return self.envelope(failure.type, failure.message)
 
     def on_cli(self, name: str, prompt: str, first_cli: bool, has_next: bool) -> dict[str, Any] | None:
         adapter, headless = pick(name)
         try:
             binary = find_binary(adapter, self.env)
         except CliNotFound as missing:
-            self.failure = Failure(F.CRASH, str(missing), False, None)
+            self.failure = Failure(F.CRASH, str(missing), F.RECOVERABLE[F.CRASH], None)
             self.attempts.append(Attempt(name, "", F.CRASH, error=self.failure.message))
             return None
         lease = self.cli_deadline - time.monotonic() + KILL_GRACE + 5  # a probe ends with its share
@@ -157,7 +158,9 @@ class Chain:
         if not allowed:
             self.attempts.append(Attempt(name, "", "skipped", error=f"circuit open: {message}"))
             self.log.write("attempt_skipped", agent=name, reason=message)
-            self.failure = self.failure or Failure(F.TRANSIENT, f"{name} skipped: {message}", True, None)
+            self.failure = self.failure or Failure(
+                F.TRANSIENT, f"{name} skipped: {message}", F.RECOVERABLE[F.TRANSIENT], None
+            )
             return None
         self.tried.append(name)
         self.models[name] = models.resolve(name, self.opts.model, first_cli, self.layers)
@@ -174,7 +177,7 @@ class Chain:
                     if cannot.errno in (errno.EACCES, errno.EPERM, errno.ENOEXEC)
                     else f"cannot start {binary}: {cannot.strerror or cannot}"
                 )
-                self.failure = Failure(F.CRASH, message, False, None)
+                self.failure = Failure(F.CRASH, message, F.RECOVERABLE[F.CRASH], None)
                 self.breakers.release()  # a probe it held says nothing of the CLI
                 self.attempts.append(Attempt(name, session_id, F.CRASH, error=message))
                 self.log.write(
@@ -202,12 +205,12 @@ class Chain:
                 n=len(self.attempts),
                 pid=outcome.pid,
                 **record.to_json(),
-                stderr_tail=outcome.stderr[-2000:] if failure else "",
+                stderr=outcome.stderr,  # on success too: what the CLI said on the side
             )
             if failure is None:
                 self.breakers.record(name, True, time.time())
                 self.failure = None
-                return self.envelope(None, "", False)
+                return self.envelope(None, "")
             self.failure = Failure(
                 failure.type,
                 self.redact(failure.message),
@@ -255,7 +258,10 @@ class Chain:
         if not self.spent:
             return False
         self.failure = Failure(
-            F.BUDGET, f"the run's budget is spent ({self.spent}); no more attempts", False, None
+            F.BUDGET,
+            f"the run's budget is spent ({self.spent}); no more attempts",
+            F.RECOVERABLE[F.BUDGET],
+            None,
         )
         self.log.write("decision", action="stop", reason=f"budget spent: {self.spent}")
         return True
@@ -272,7 +278,9 @@ class Chain:
         if not headless.own_session_ids:
             return ""
         if not self.attempts and not self.resuming:
-            return self.log_id  # the first attempt names the log
+            # The first attempt names the log: its id is that session id, after the ticket when
+            # one names the log (``<ticket>_<uuid>``).
+            return self.log_id.rsplit("_", 1)[-1]
         return str(uuid.uuid4())
 
     def attempt(
@@ -301,11 +309,11 @@ class Chain:
             prompt_on_stdin=not in_argv,
             model_resolution=resolution.text(),
         )
-        others = [a.provider_env for a in adapters.registry().values() if a is not adapter]
         own = (*adapter.provider_env, *adapter.config_env(self.env, self.workspace))
-        env = cli_env.for_cli(self.env, own, [p for o in others for p in o], self.opts.pass_env)
+        env = cli_env.for_cli(self.env, own, self.opts.pass_env)
         for key, value in adapter.extra_env.items():
             env.setdefault(key, value)
+        env.update(self.opts.cli_env)  # --env KEY=VAL: the caller's own, for this CLI
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
         earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
         parser = headless.parser()
@@ -325,7 +333,12 @@ class Chain:
         except InterruptedRun as stop:
             self.record_outcome(adapter.name, stop.outcome)
             self.log.write(
-                "attempt_end", n=n, pid=stop.outcome.pid, agent=adapter.name, outcome=F.INTERRUPTED
+                "attempt_end",
+                n=n,
+                pid=stop.outcome.pid,
+                agent=adapter.name,
+                outcome=F.INTERRUPTED,
+                stderr=stop.outcome.stderr,
             )
             self.attempts.append(
                 Attempt(
@@ -376,17 +389,22 @@ class Chain:
         found = self.models.get(agent)
         return (found.model if found else None) or ""
 
-    def envelope(self, error_type: F.ErrorType | None, error: str, recoverable: bool) -> dict[str, Any]:
+    def envelope(self, error_type: F.ErrorType | None, error: str) -> dict[str, Any]:
         agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
         last = next((a for a in reversed(self.attempts) if a.outcome != "skipped"), None)
+        skill = self.opts.inputs.skill
         envelope: dict[str, Any] = {
             "version": present.ENVELOPE_VERSION,
             "ok": error_type is None,
             "response": summary.response if error_type is None else "",
+            "session_id": summary.session_id or (last.session_id if last else ""),
+            "reasoning": "",
+            "tokens_used": {},
+            "metadata": {},
+            "model_resolution": self.models[agent].text() if agent in self.models else "",
+            **({"skill": skill} if skill else {}),
             "agent": agent,
             "model": summary.model or self.model_of(agent),
-            "model_resolution": self.models[agent].text() if agent in self.models else None,
-            "session_id": summary.session_id or (last.session_id if last else ""),
             "parent_id": None,
             "log_id": self.log_id,
             "duration_ms": 0,
@@ -394,6 +412,10 @@ class Chain:
             "tool_activity": summary.tools.to_json(),
             "attempts": [a.to_json() for a in self.attempts],
             "fallback_chain": list(self.tried),
+            "used_fallback": any(a.agent != self.primary and a.outcome != "skipped" for a in self.attempts),
+            "max_attempts": max_attempts(len(self.chain), self.opts.retry),
+            "circuit_state": self.breakers.state(agent, time.time()) if agent else "none",
+            "stderr": outputs.stderr_tail(self.last_stderr),
             "exit_code": 0,
         }
         if self.budget:
@@ -401,17 +423,16 @@ class Chain:
             envelope["budget"] = self.budget.to_json(self.tokens, self.cost, spent)
             if spent and error_type is None:
                 self.warnings.append(f"the answer went over the run's budget ({spent})")
-        sid = envelope["session_id"]  # the reasoning: the stream's, else the CLI's session file's
-        thought = run_reasoning.for_envelope(summary, agent, self.env, self.workspace, sid)
-        outputs.add_fields(envelope, self.tokens, summary.tools, *thought)
         if error_type is not None:
-            envelope.update(
-                error=self.redact(error),
-                error_type=error_type,
-                recoverable=recoverable,
-                exit_code=run_exit_code(error_type),
-            )
-        return envelope
+            outputs.add_error(envelope, error_type, self.redact(error), run_exit_code(error_type))
+        else:
+            sid = envelope["session_id"]  # the reasoning: the stream's, else the CLI's session file's
+            thought = run_reasoning.for_envelope(summary, agent, self.env, self.workspace, sid)
+            outputs.add_fields(envelope, self.tokens, summary.tools, *thought, agent=agent)
+        # What is printed is masked as the log is: the answer may repeat a secret of the
+        # environment (a model that read a file, a CLI that echoed a variable).
+        masked: dict[str, Any] = self.redact.value(envelope)  # type: ignore[assignment]
+        return masked
 
 
 def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:

@@ -27,6 +27,10 @@ class RunBreakers:
         """Whether ``name`` would be let through now (nothing claimed: for planning shares)."""
         return self._get(name).allows(now)
 
+    def state(self, name: str, now: float) -> str:
+        """The breaker's state now: ``closed``, ``open`` or ``half-open``."""
+        return str(self._get(name).state(now))
+
     def admit(self, name: str, now: float, lease: float) -> tuple[bool, str]:
         """May this run try ``name``? When not: why, in one line."""
         try:

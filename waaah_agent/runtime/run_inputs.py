@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from waaah_agent import adapters
+from waaah_agent import adapters, settings
 from waaah_agent.core import models, present
 from waaah_agent.core import run_inputs as R
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -29,6 +29,7 @@ from waaah_agent.runtime.run_io import (
     ms,
     read_prompt,
     refuse_nul,
+    show_failure,
 )
 from waaah_agent.runtime.safe_read import read_capped, read_head, why
 
@@ -60,7 +61,9 @@ def prepare(
     task: dict[str, str] = {}
     try:
         if (opts.prompt is None or opts.prompt == "-") and R.looks_like_task(prompt):
-            task = R.parse_task(prompt)
+            task, ignored = R.parse_task(prompt)
+            if ignored:  # an extra key is never an error: the older wrappers' callers send them
+                warnings.append(R.ignored_keys_note(ignored))
             prompt = task["prompt"]
             refuse_nul(prompt, "the task data's prompt")
             # The flags win over the object's keys.
@@ -130,6 +133,8 @@ def read_context(
         refuse_nul(task_context[:cap], "the task data's context")
         size = len(task_context.encode("utf-8"))
         info = {"source": "task data", "bytes": size, "cut": size > cap, "max_bytes": cap}
+        if size > cap:
+            warnings.append(f"the task data's context was cut to {cap:,} of {size:,} bytes (--context-max)")
         return present.with_context(prompt, task_context, "task data", cap=cap), "task data", info
     if path is None:
         default = workspace / "CONTEXT.md"
@@ -145,6 +150,8 @@ def read_context(
     text = decoded(data, source, warnings) if size <= read_cap else data.decode("utf-8", "replace")
     refuse_nul(text[:cap], source)  # what is past the cap is not sent
     info = {"source": str(path), "bytes": size, "cut": size > cap, "max_bytes": cap}
+    if size > cap:
+        warnings.append(f"the context file {path} was cut to {cap:,} of {size:,} bytes (--context-max)")
     return present.with_context(prompt, text, path.name, cap=cap, total=size), str(path), info
 
 
@@ -172,12 +179,12 @@ def plan_chain(
                 prompt, skill_path = with_skill(name, cli, inputs.skill, prompt, workspace, env)
             args = R.permission_args(name, cli, inputs.permission_mode, inputs.yolo)
             more, note = R.temperature_args(name, cli, inputs.temperature)
-            if note:
-                warnings.append(note)
+            tools, tools_note = R.allowed_tools_args(name, cli, inputs.allowed_tools)
             warning = R.check_size(prompt, name, cli)
-            if warning:
-                warnings.append(warning)
-            plans[name] = CliPlan(prompt, tuple(args + more), R.prompt_stats(prompt, cli), skill_path)
+            warnings.extend(w for w in (note, tools_note, warning) if w)
+            # The tools first: claude's list option takes every word after it up to the next option.
+            flags = tuple(tools + args + more)
+            plans[name] = CliPlan(prompt, flags, R.prompt_stats(prompt, cli), skill_path)
     except InputError as bad:
         raise InvalidPrompt(str(bad)) from None
     inputs.plans = plans
@@ -205,13 +212,13 @@ def with_skill(
     raise InputError(f"no skill '{skill}' for {name}: looked for {', '.join(looked)}")
 
 
-def refuse(bad: Exception, opts: RunOptions, out: IO[str], err: IO[str], started: float) -> int:
-    """A run refused before any CLI started: the invalid_input envelope (json format) and one line."""
-    envelope = input_envelope(str(bad), opts.agent or "", opts.model)
+def refuse(
+    bad: Exception, opts: RunOptions, out: IO[str], err: IO[str], started: float, env: Mapping[str, str]
+) -> int:
+    """A run refused before any CLI started: the invalid_input envelope and one line."""
+    envelope = input_envelope(str(bad), opts.agent or "", opts.model, opts.inputs.skill)
     envelope["duration_ms"] = ms(time.monotonic() - started)
-    shown = json.dumps(envelope, ensure_ascii=False) if opts.stream else present.json_text(envelope)
-    out.write(shown + "\n" if opts.format == "json" else "")  # --stream: one line, as its others
-    out.flush()
+    show_failure(envelope, opts, out, Redactor(known_secrets(settings.with_private({**env, **opts.cli_env}))))
     print(f"waaah: invalid_input: {bad}", file=err)
     return int(envelope["exit_code"])
 
@@ -288,7 +295,7 @@ def dry_run(
         "warnings": warnings,
     }
     # Masked as a run's log and envelope are: a dry run's output is what gets pasted into reports.
-    redact = Redactor(known_secrets(dict(env)))
+    redact = Redactor(known_secrets(settings.with_private(dict(env))))
     out.write(redact(json.dumps(result, indent=2, ensure_ascii=False)) + "\n")
     out.flush()
     return 0

@@ -3,6 +3,7 @@ replaced and reported), the context put before it, and the envelope as json, tex
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from waaah_agent.core import outputs, present
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.resilience import RetryConfig
 from waaah_agent.core.run_inputs import RunInputs
-from waaah_agent.core.streams import StreamSummary, Tokens
 from waaah_agent.errors import UsageError, run_exit_code, storage_error
 from waaah_agent.runtime.store import atomic_write
 
@@ -47,6 +47,11 @@ class RunOptions:
     resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
     inputs: RunInputs = field(default_factory=RunInputs)  # agent file, context, knobs, --dry-run
     stream: bool = False  # --stream: JSON lines as the run goes (runtime/run_stream.py)
+    default_fallback: bool = True  # no --fallback: the other usable CLIs follow (--no-fallback: none)
+    cli_env: dict[str, str] = field(default_factory=dict)  # --env KEY=VAL: more variables for the CLI
+    ticket: str = ""  # --ticket / WAAAH_TICKET_ID: the log file's name starts with it
+    verbose: bool = False  # --verbose / --debug: each log record on stderr as it is written
+    llm_max_lines: int = present.LLM_MAX_LINES  # --format llm: longer answers are cut to a head and tail
 
 
 def ms(seconds: float) -> int:
@@ -111,33 +116,27 @@ def refuse_nul(text: str, source: str) -> None:
         )
 
 
-def input_envelope(error: str, agent: str, model: str | None) -> dict[str, Any]:
+def input_envelope(error: str, agent: str, model: str | None, skill: str | None = None) -> dict[str, Any]:
     """The envelope of a run refused before any CLI started (invalid input)."""
-    return {
-        "version": present.ENVELOPE_VERSION,
-        "ok": False,
-        "response": "",
-        "agent": agent,
-        "model": model or "",
-        "session_id": "",
-        "parent_id": None,
-        "log_id": None,
-        "log_path": None,
-        "duration_ms": 0,
-        "tokens": Tokens().to_json(),
-        "tokens_used": outputs.tokens_used(Tokens()),
-        "tool_activity": StreamSummary().tools.to_json(),
-        "attempts": [],
-        "fallback_chain": [],
-        "exit_code": run_exit_code(F.INVALID_INPUT),
-        "error": error,
-        "error_type": F.INVALID_INPUT,
-        "recoverable": False,
-    }
+    return outputs.failure_envelope(
+        F.INVALID_INPUT,
+        error,
+        run_exit_code(F.INVALID_INPUT),
+        version=present.ENVELOPE_VERSION,
+        agent=agent,
+        model=model,
+        skill=skill,
+    )
 
 
 def show(
-    envelope: dict[str, Any], stderr: str, fmt: str, log_path: Path, out: IO[str], redact: Redactor
+    envelope: dict[str, Any],
+    stderr: str,
+    fmt: str,
+    log_path: Path | None,
+    out: IO[str],
+    redact: Redactor,
+    max_lines: int = present.LLM_MAX_LINES,
 ) -> None:
     if fmt == "text":
         text = present.plain_text(envelope)
@@ -145,6 +144,8 @@ def show(
     elif fmt == "llm":
 
         def save(full: str) -> str:
+            if log_path is None:
+                return "nowhere (no run log)"
             path = log_path.with_name(f"{log_path.stem}.response-{int(time.time() * 1000)}.txt")
             try:
                 atomic_write(path, redact(full), 0o600)  # beside the run log: private, secrets masked
@@ -152,10 +153,23 @@ def show(
                 return f"nowhere ({storage_error(err, path, 'write')})"
             return str(path)
 
-        out.write(present.llm_text(envelope, redact(stderr), save) + "\n")
+        out.write(present.llm_text(envelope, redact(stderr), save, max_lines=max_lines) + "\n")
     else:
         out.write(present.json_text(envelope) + "\n")
     out.flush()
+
+
+def show_failure(envelope: dict[str, Any], opts: RunOptions, out: IO[str], redact: Redactor) -> None:
+    """The envelope of a run that failed before (or while) it was set up: JSON (one line with
+    --stream), the llm form, or nothing for --format text (its stdout is the answer alone)."""
+    if opts.format == "text":
+        return
+    if opts.stream and opts.format == "json":
+        out.write(redact(json.dumps(envelope, ensure_ascii=False)) + "\n")
+        out.flush()
+        return
+    masked = json.loads(redact(json.dumps(envelope, ensure_ascii=False)))  # masks hold no quotes
+    show(masked, "", opts.format, None, out, redact, opts.llm_max_lines)
 
 
 def check_format(fmt: str) -> str:

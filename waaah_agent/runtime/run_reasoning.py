@@ -148,23 +148,28 @@ def fallback(workspace: Path, session: str, env: Mapping[str, str]) -> dict[str,
         reasoning, source = (streamed[-1], "stream") if streamed else ("", "")
     if not reasoning:
         reasoning, source = from_session_file(agent, env, workspace, session_id), "session_file"
+    thought = outputs.compact_reasoning(reasoning) if reasoning.strip() else ""
     result: dict[str, Any] = {
         "version": present.ENVELOPE_VERSION,
         "ok": True,
+        # The older wrappers' success shape, with no answer: no CLI was called.
+        "response": "",
+        "session_id": session_id,
+        "reasoning": thought,
+        "tokens_used": outputs.tokens_used(tokens),
+        "metadata": outputs.metadata(tokens, thought, source, None),
+        "model_resolution": str(last.get("model_resolution") or ""),
         "mode": "reasoning_fallback",
         "agent": agent,
-        "session_id": session_id,
         "log_id": run.id,
         "log_path": str(run.path),
         "runs": run.prompts,
         "status": run.status,
         "tokens": tokens.to_json(),
-        "tokens_used": outputs.tokens_used(tokens),
         "tokens_source": tokens_source if tokens.total else "none",
         "exit_code": 0,
     }
-    if reasoning.strip():
-        result["reasoning"] = outputs.compact_reasoning(reasoning)
+    if thought:
         result["reasoning_source"] = source
     return result
 

@@ -159,7 +159,7 @@ def turns(path: Path) -> tuple[restore.Turn, ...]:
             envelope = record.get("envelope")
             envelope = envelope if isinstance(envelope, dict) else {}
             answer, error = envelope.get("response"), envelope.get("error")
-            kind_of = envelope.get("error_type")
+            kind_of = envelope.get("error_kind", envelope.get("error_type"))  # the precise type
             found[-1] = restore.Turn(
                 found[-1].prompt,
                 answer if isinstance(answer, str) else "",

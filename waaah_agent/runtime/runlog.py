@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -28,12 +29,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.printable import one_line
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.restore import own_prompt
 from waaah_agent.errors import storage_error
 from waaah_agent.runtime import reaper, report
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.runtime.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
+
+#: `waaah run --verbose` shows at most this many characters of each record.
+ECHO_CAP = 1000
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
 def runs_root(workspace: Path) -> Path:
@@ -49,9 +56,10 @@ class RunLog:
     interrupted run keeps what it had. A log that cannot be written never stops the run: the
     first failure is kept in ``error`` (the path, why, the fix) and nothing more is tried."""
 
-    def __init__(self, path: Path, redact: Redactor) -> None:
+    def __init__(self, path: Path, redact: Redactor, echo: Callable[[str], None] | None = None) -> None:
         self.path = path
         self._redact = redact
+        self._echo = echo  # `waaah run --verbose`: each record (masked, cut) as it is written
         self.error = ""
         self._fh: IO[str] | None = None
         global _ACTIVE
@@ -78,6 +86,9 @@ class RunLog:
         self._fh = None
 
     def _put(self, line: str) -> None:
+        if self._echo is not None:  # JSON escapes C0 controls; C1 ones (a CSI is one) too, here
+            shown = _C1.sub(lambda c: f"\\u{ord(c.group(0)):04x}", line)
+            self._echo(shown if len(shown) <= ECHO_CAP else shown[: ECHO_CAP - 3] + "...")
         if self._fh is None:
             return
         try:
@@ -94,23 +105,20 @@ class RunLog:
         self._put(self._redact(line))
 
     def event(self, attempt: int, agent: str, raw_line: str) -> None:
-        """One stream line, masked before it is parsed again (JSON-safe: masks hold no quotes)."""
-        masked = self._redact(raw_line.strip())
+        """One stream line (a JSON object the parser took), masked before it is parsed again
+        (JSON-safe: masks hold no quotes). A line nothing was masked in is written as it came,
+        not parsed and encoded again: a 64 MB answer is copied, not decoded twice."""
+        line = raw_line.strip()
+        masked = self._redact(line)
+        head = {"record": "event", "ts": round(time.time(), 3), "attempt": attempt, "agent": agent}
+        if masked is line and line.startswith("{") and "\r" not in line:
+            self._put(json.dumps(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
+            return
         try:
-            event = json.loads(masked)
+            event = loads_json(masked)
         except ValueError:
             return
-        line = json.dumps(
-            {
-                "record": "event",
-                "ts": round(time.time(), 3),
-                "attempt": attempt,
-                "agent": agent,
-                "event": event,
-            },
-            ensure_ascii=False,
-        )
-        self._put(line)
+        self._put(json.dumps({**head, "event": event}, ensure_ascii=False))
 
     def close(self) -> None:
         global _ACTIVE
@@ -129,6 +137,18 @@ def note_processes(records: list[dict[str, Any]]) -> None:
     if _ACTIVE is not None:
         with contextlib.suppress(OSError, ValueError):
             _ACTIVE.write("processes", processes=records)
+
+
+def note_cut(sizes: list[int], cap: int) -> None:
+    """Lines of the CLI's output over ``cap`` bytes were cut (runtime/headless.py): said once."""
+    if _ACTIVE is not None:
+        with contextlib.suppress(OSError, ValueError):
+            _ACTIVE.write(
+                "cut",
+                what=f"{len(sizes)} line(s) of the CLI's output longer than {cap // (1024 * 1024)} MB, "
+                "left out (not parsed)",
+                sizes=sizes[:20],
+            )
 
 
 def new_log_path(workspace: Path, log_id: str, day: datetime) -> Path:
@@ -164,7 +184,7 @@ def records(path: Path, events: bool = False) -> Iterator[dict[str, Any]]:
             if not events and b'"record": "event"' in line[:40]:
                 continue  # stream events: not needed for summaries
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and isinstance(record.get("record"), str):
@@ -229,7 +249,7 @@ def summarize(path: Path) -> RunSummary:
         elif kind == "end":
             envelope = _dict(record.get("envelope"))
             run.status = "error" if envelope.get("error") else "ok"
-            if envelope.get("error_type") == "interrupted":
+            if envelope.get("error_kind", envelope.get("error_type")) == "interrupted":  # precise
                 run.status = "interrupted"
             run.agent = _text(envelope.get("agent")) or run.agent
             run.duration_ms += _whole(envelope.get("duration_ms"))
@@ -469,14 +489,16 @@ def _render(
     prompt = f'"{node.first_prompt}"' if node.first_prompt else ""
     took = f"  {node.duration_ms / 1000:.1f}s" if node.duration_ms is not None else ""
     lines.append(
-        f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
+        one_line(
+            f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
+        )
     )
     child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
     under = f"{child_indent}{'│  ' if node.children else '   '}"
     if node.night:
-        lines.append(f"{under}{night_line(node)}")
+        lines.append(one_line(f"{under}{night_line(node)}"))
     if extra is not None and (line := extra(node)):
-        lines.append(f"{under}{line}")
+        lines.append(one_line(f"{under}{line}"))
     for i, child in enumerate(node.children):
         _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines, extra, seen)
 

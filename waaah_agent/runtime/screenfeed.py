@@ -51,12 +51,17 @@ class ScreenFeed:
         self.done = 0  # how much of it pyte has been fed
         self.flooded = False  # output outran the screen model: its backlog was cut
         self.frames = RepeatedFrames()  # redraws that change nothing pyte would keep
+        self.seq = 0  # outputs added so far ...
+        self.read_seq = 0  # ... and how many of them the last finished reading of the screen saw
+        self._todo_seq = 0
 
     def add(self, data: bytes, now: float) -> float | None:
         """Output arrived at ``now``; returns when the screen should next be updated (None: the
         output only repeats the last redraw, so the model has nothing to take)."""
         self.last_output = now
+        self.seq += 1
         if not self.backlog and not self.todo and self.frames.repeats(data):
+            self.read_seq = self.seq  # the screen read last is the screen now
             return None
         self.backlog += data
         if len(self.backlog) > 4 * SCREEN_BACKLOG:
@@ -82,14 +87,18 @@ class ScreenFeed:
         started = self.work_clock()
         if not self.todo:
             if len(self.backlog) > SCREEN_BACKLOG:
-                # A flood or a huge dump: the screen model only needs the recent past.
+                # A flood or a huge dump: the screen model only needs the recent past, and until
+                # the output pauses it keeps the flood's share (what it reads is stale at once).
                 del self.backlog[:-SCREEN_BACKLOG]
                 self.screen.reset()
                 self.frames.forget()
+                self.flooded = True
             self.todo, self.done = bytes(self.backlog), 0
+            self._todo_seq = self.seq
             self.backlog.clear()
             if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
                 self.todo = b""
+                self.read_seq = self._todo_seq
                 return self.screen.view(), None
         todo = self.todo
         while self.done < len(todo):
@@ -100,10 +109,16 @@ class ScreenFeed:
                 return None, self.not_before  # go on after a select at least
         self.frames.saw(todo)
         self.todo = b""
+        self.read_seq = self._todo_seq
         view = self.screen.view()
         self._pace(self.work_clock() - started)
         # Output that came in while this update ran gets its own update.
         return view, (self.when(self.clock() + SCREEN_DELAY) if self.backlog else None)
+
+    @property
+    def unread(self) -> bool:
+        """Output came that no finished reading of the screen has seen yet."""
+        return self.read_seq < self.seq
 
     def resize(self, cols: int, rows: int) -> None:
         self.screen.resize(cols, rows)

@@ -11,7 +11,6 @@ commands to run are printed. macOS: ``~/Library/LaunchAgents/dev.waaah.<name>.pl
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent import settings
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.service import (
     MARK,
     TEMPLATE,
@@ -204,7 +204,7 @@ def readiness(port: str) -> str:
     except (OSError, ValueError) as err:
         return f"no answer on :{port} ({getattr(err, 'reason', None) or err})"
     try:
-        said = json.loads(body)
+        said = loads_json(body)
     except ValueError:
         return f"a stranger answers on :{port}"
     if not isinstance(said, dict):

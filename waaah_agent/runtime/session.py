@@ -122,7 +122,9 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
     claim = claim_agent(waaah_dir, adapter, workflow, workspace)
     try:
         session, state, resumed = open_session(store, opts, adapter, workflow, workspace, console)
-        session.redact = Redactor(known_secrets(child_env))  # every event and save from here on is masked
+        # Every event and save from here on is masked: the secrets of the whole environment,
+        # also those the agent is not given (an alert URL it never sees may still be echoed).
+        session.redact = Redactor(known_secrets(settings.with_private({**env, **child_env})))
         session.redact.add(opts.api_key)
         if console.events_as_json:  # --log-format json: every event from here on, on stderr
             session.observers.append(jsonlog.event)

@@ -22,10 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
-from waaah_agent.runtime.private import open_append, private_dir, trusted_session, untrusted
+from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
 from waaah_agent.runtime.safe_read import STATE_CAP, read_capped, read_text
+from waaah_agent.runtime.send_queue import SendQueue
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,9 @@ class SessionState:
     server_down: str = ""  # why the WAAAH server cannot be reached now ("" when it can)
     server_down_since: str = ""  # ISO time it went down
     paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah resume`
-    queued: list[str] = field(default_factory=list)  # prompts of `waaah send` not typed yet
+    # Prompts of `waaah send` not typed yet: kept in queue.jsonl beside session.json (runtime/
+    # send_queue.py); only an older waaah's are saved here.
+    queued: list[str] = field(default_factory=list)
     # The sum of ``token_files``: the totals of each transcript file the CLI wrote in this
     # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
@@ -251,6 +255,8 @@ class SessionDir:
         self.state_file = self.path / "session.json"
         self.events_file = self.path / "events.jsonl"
         self.inbox = self.path / "inbox.jsonl"
+        # The prompts of `waaah send` not typed yet, masked as session.json is.
+        self.queue = SendQueue(self.path / "queue.jsonl", lambda text: self.redact(text))
         self._lock_fd: int | None = None
         # Told of every event after it is written (its record, secrets masked): the session keeps
         # its counters with it and, headless, prints the events a person reads.
@@ -279,7 +285,7 @@ class SessionDir:
         """The saved state; ``CorruptSession`` when it is not a session.json of the right shape
         (not a regular file, too big, not UTF-8 JSON, a field of the wrong type, another id)."""
         try:
-            state = SessionState.from_json(json.loads(read_text(self.state_file, STATE_CAP, follow=False)))
+            state = SessionState.from_json(loads_json(read_text(self.state_file, STATE_CAP, follow=False)))
         except FileNotFoundError:
             raise
         except (OSError, ValueError, TypeError) as err:
@@ -288,6 +294,8 @@ class SessionDir:
             raise CorruptSession(self.state_file, f"'id' is {state.id!r}, not its folder's name")
         if not trusted_session(self.state_file):  # someone else's (or anyone's): never resumed
             raise CorruptSession(self.state_file, next(filter(None, map(untrusted, self._chain())), ""))
+        self.queue.legacy = state.queued  # an older waaah kept them here
+        state.queued = self.queue.texts()
         return state
 
     def _chain(self) -> tuple[Path, ...]:
@@ -304,8 +312,9 @@ class SessionDir:
         """Persist ``state``; on failure (disk full) keep the old file and return False (with
         ``strict``, raise the ``OSError``)."""
         state.updated = now_iso()
+        data = state.to_json() | {"queued": list(self.queue.legacy)}  # the queue is a file of its own
         try:
-            atomic_write(self.state_file, json.dumps(self.redact.value(state.to_json()), indent=2) + "\n")
+            atomic_write(self.state_file, json.dumps(self.redact.value(data), indent=2) + "\n")
         except OSError as err:
             if strict:
                 raise
@@ -316,9 +325,14 @@ class SessionDir:
     def event(self, name: str, /, **fields: Any) -> None:
         record = {"ts": event_ts(), "event": name, **fields}
         line = self.redact(json.dumps(record, default=str))
-        try:
-            with open_append(self.events_file) as fh:
-                fh.write(line + "\n")
+        try:  # one write of bytes: a burst of events costs no file object each
+            fd = os.open(self.events_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                data = memoryview((line + "\n").encode("utf-8", "replace"))
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
         except OSError as err:
             log.warning("could not append to %s: %s", self.events_file, err)
         if self.observers:
@@ -354,7 +368,7 @@ class SessionStore:
             if not trusted_session(state_file):
                 continue  # someone else's: never a candidate
             try:
-                data = json.loads(read_text(state_file, STATE_CAP, follow=False))
+                data = loads_json(read_text(state_file, STATE_CAP, follow=False))
             except (OSError, ValueError):
                 data = {}  # corrupt: still a candidate, so the user hears about it
             found = data.get("agent", agent) if isinstance(data, dict) else agent

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
+
+from waaah_agent.core.nesting import loads_json
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ def _get(url: str, api_key: str | None, timeout: float) -> tuple[int, Any]:
     except urllib.error.HTTPError as err:
         body, status = err.read(), err.code
     try:
-        return status, json.loads(body or b"null")
+        return status, loads_json(body or b"null")
     except ValueError:
         return status, None
 

@@ -8,7 +8,7 @@ from collections import deque
 
 class WriteQueue:
     def __init__(self) -> None:
-        self._chunks: deque[bytes] = deque()
+        self._chunks: deque[bytes | memoryview] = deque()
         self.pending = 0  # bytes queued and not yet written
 
     def __bool__(self) -> bool:
@@ -33,6 +33,6 @@ class WriteQueue:
                 return
             self.pending -= sent
             if sent < len(head):
-                self._chunks[0] = head[sent:]
+                self._chunks[0] = memoryview(head)[sent:]  # the rest, not a copy of it
                 return
             self._chunks.popleft()

@@ -1,0 +1,120 @@
+"""What each piece of the relay's recording costs, in process, in CPU seconds per 100 MB.
+
+The blast text of ``scripts/bench_relay.py`` (the simulated agent's measurement mode: agent-like
+lines with colours, a spinner redrawn with CR, box characters) in reads of BENCH_PIECE_KB (16 KB:
+what the loop joins from the PTY under a flood), with two known secrets in the redactor, as a
+user's environment has. Each figure is the best of BENCH_PIECE_RUNS runs of process CPU time
+(other work on the machine slows a run; the best is the least disturbed).
+
+    .venv/bin/python scripts/bench_pieces.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from waaah_agent.core import castjson  # noqa: E402
+from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
+from waaah_agent.core.textlog import LineCleaner  # noqa: E402
+from waaah_agent.runtime import logs as logs_module  # noqa: E402
+from waaah_agent.runtime.logs import SessionLogs, char_boundary  # noqa: E402
+from waaah_agent.runtime.parts import COMPRESS_LEVEL  # noqa: E402
+from waaah_agent.simulated import AGENT_TEXT  # noqa: E402
+
+MB = 1024 * 1024
+PIECE = int(os.environ.get("BENCH_PIECE_KB", "16")) * 1024
+RUNS = int(os.environ.get("BENCH_PIECE_RUNS", "3"))
+SECRETS = ["AIzaSyBench-0123456789abcdefghijklmnopq", "ghp_" + "b3nchT0ken" * 4]
+
+
+def blast(total: int) -> list[bytes]:
+    block = AGENT_TEXT.encode() * (65536 // len(AGENT_TEXT.encode()))
+    data = (block * (total // len(block) + 1))[:total]
+    chunks, at = [], 0
+    while at < len(data):
+        end = char_boundary(data, min(len(data), at + PIECE)) if at + PIECE < len(data) else len(data)
+        chunks.append(data[at:end])
+        at = end
+    return chunks
+
+
+def best(work: Callable[[], object]) -> float:
+    times = []
+    for _ in range(RUNS):
+        started = time.process_time()
+        work()
+        times.append(time.process_time() - started)
+    return min(times)
+
+
+def main() -> int:
+    chunks = blast(100 * MB)
+    redactor = Redactor(SECRETS)
+    assert redactor.scanner is not None  # compiled before the clock starts
+    records = [redactor.record(c) for c in chunks]
+    budget = logs_module.CLEAN_PER_SECOND
+    rows: list[tuple[str, float]] = [
+        (
+            "native pass: known secrets' runs and the shapes",
+            best(lambda: [redactor.scanner.spans(c) for c in chunks]),
+        ),
+        (
+            "native pass: what JSON escaping needs (castjson.FACTS)",
+            best(lambda: [cast_facts(c) for c in chunks]),
+        ),
+        (
+            "a chunk's end held back (Redactor.hold_from)",
+            best(lambda: [redactor.hold_from(c) for c in chunks]),
+        ),
+        (
+            "JSON escaping on the bytes (castjson.escaped)",
+            best(lambda: [castjson.escaped(d, f) for d, f in records]),
+        ),
+        (
+            "  (for comparison: decoded and escaped by orjson)",
+            best(lambda: [castjson.json_string(c) for c in chunks]),
+        ),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        logs_module.CLEAN_PER_SECOND = 0  # the .cast alone
+        cast_only = SessionLogs(Path(tmp) / "a", "bench", (120, 40), redactor)
+        rows.append(
+            (
+                "the whole .cast path (SessionLogs.output, no text log)",
+                best(lambda: [cast_only.output(c) for c in chunks]),
+            )
+        )
+        cast_only.close()
+    cleaner_mb = 4
+    text = blast(cleaner_mb * MB)
+    per_mb = best(lambda: [LineCleaner().feed(c, 0.0) for c in text]) / cleaner_mb
+    rows.append(("text log cleaning, per 100 MB cleaned", per_mb * 100))
+    sample = b"".join(r[0] for r in records[: 4 * MB // PIECE])
+    rows.append(
+        (
+            f"compressing a rolled part (gzip level {COMPRESS_LEVEL}; per 100 MB of .cast)",
+            best(lambda: zlib.compress(sample, COMPRESS_LEVEL)) * 100 * MB / len(sample),
+        )
+    )
+    print(
+        f"CPU seconds per 100 MB of agent text in {PIECE // 1024} KB reads (best of {RUNS}; load {os.getloadavg()[0]:.2f})"
+    )
+    for label, seconds in rows:
+        print(f"  {label:62} {seconds:6.3f}")
+    print(
+        f"  the text log cleans at most {budget // 1024} KB a second: {per_mb * budget / MB * 100:.1f} % of a core "
+        "under a flood"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

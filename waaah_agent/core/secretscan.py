@@ -1,0 +1,331 @@
+"""Where known secrets are in terminal output, whole or in part, however they arrive. Pure.
+
+A part of a known secret is a *run*: MIN_RUN or more of its characters in a row, as a terminal
+shows them. A key typed into a TUI's input box is echoed as it grows (each frame a longer
+prefix); a long key in a narrow box shows its end; a diff-based TUI writes a character at a time
+with cursor moves between them. So a run is found
+
+* contiguous, by its MIN_RUN-byte pieces ("grams"): every run of MIN_RUN or more is covered by
+  them, and
+* spread: with escape sequences, CR or backspaces (``SEPARATOR``) between its characters. That
+  search works on the text with the separators removed, which is slow in Python, so it runs
+  only when the native pass saw a separator between two characters that secrets have (plain
+  text and a TUI waiting on a tool have none; a diff-based TUI's frames do).
+
+The searches over the whole stream run in native code (``hyperscan``, one pass per chunk for the
+grams, the spread prefilter and the callers' own patterns); where its wheels do not exist the
+same searches run in Python, slower, with the same result. Only a chunk that holds something
+goes on to the Python work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_hs: Any
+try:  # native multi-pattern search; absent on platforms without its wheels
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - exercised through ``native=False``
+    _hs = None
+
+PREFILTER = _hs.HS_FLAG_PREFILTER if _hs is not None else 0  # for ``extra``: a superset is fine
+MIN_RUN = 8  # characters of a known secret in a row that are never written anywhere
+# What may stand between two characters a terminal shows side by side: CSI, OSC, a charset
+# designation, the other two-byte escapes (not "[" or "]": those open a CSI or an OSC), CR, BS.
+SEPARATOR = (
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]"
+    rb"|\x1b[0-Z\\^-~]|[\r\x08]"
+)
+_SEPARATOR = re.compile(SEPARATOR)
+# A sequence still open at the very end of a chunk (it stands between what came and what comes).
+_OPEN_AT_END = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]{0,256}|[()])?\Z")
+_SEP_BYTES = (b"\x1b", b"\r", b"\x08")
+TAIL_STEP = 64  # bytes of a chunk's end looked at first for a run that may go on
+
+Span = tuple[int, int]
+
+
+def native_available() -> bool:
+    return _hs is not None
+
+
+def merge(spans: Iterable[Span]) -> list[Span]:
+    """Overlapping or touching spans joined, in order."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def mask_spans(data: bytes, spans: Iterable[Span], mask: bytes) -> bytes:
+    """``data`` with each span replaced by ``mask``."""
+    parts: list[bytes] = []
+    at = 0
+    for start, end in merge(spans):
+        parts += [data[at:start], mask]
+        at = end
+    parts.append(data[at:])
+    return b"".join(parts)
+
+
+def visible(data: bytes) -> tuple[bytes, list[int]]:
+    """``data`` without separators (and without a sequence left open at its end), and for each
+    byte kept its offset in ``data``."""
+    end = len(data)
+    if (esc := data.rfind(b"\x1b", max(0, end - 300))) >= 0 and _OPEN_AT_END.match(data, esc):
+        end = esc
+    out = bytearray()
+    where: list[int] = []
+    at = 0
+    for m in _SEPARATOR.finditer(data, 0, end):
+        if m.start() > at:
+            out += data[at : m.start()]
+            where.extend(range(at, m.start()))
+        at = m.end()
+    if end > at:
+        out += data[at:end]
+        where.extend(range(at, end))
+    return bytes(out), where
+
+
+@dataclass
+class Found:
+    """What one pass over a chunk saw."""
+
+    runs: list[Span] = field(default_factory=list)  # contiguous runs (gram by gram, unmerged)
+    spread: bool = False  # a run with separators in it may be there: look closer
+    patterns: set[int] = field(default_factory=set)  # which of the caller's patterns may match
+
+
+def _python_pattern(pattern: bytes) -> re.Pattern[bytes] | None:
+    """``pattern`` for Python's re; None (always reported) where re does not take it."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+class PatternSet:
+    """Which of ``patterns`` ((pattern, flags) pairs) a chunk holds, in one native pass (each
+    reported once). A pattern Python's re does not take is always reported without the native
+    search."""
+
+    def __init__(self, patterns: Sequence[tuple[bytes, int]], native: bool = True) -> None:
+        self._db: Any = None
+        self._python: list[re.Pattern[bytes] | None] = []
+        if native and _hs is not None:
+            self._db = _hs.Database()
+            self._db.compile(
+                expressions=[p for p, _ in patterns],
+                ids=list(range(len(patterns))),
+                flags=[f | _hs.HS_FLAG_SINGLEMATCH for _, f in patterns],
+            )
+        else:
+            self._python = [_python_pattern(p) for p, _ in patterns]
+
+    def present(self, data: bytes) -> set[int]:
+        found: set[int] = set()
+        if self._db is not None:
+            self._db.scan(data, match_event_handler=lambda pid, *_: found.add(pid))
+        else:
+            found.update(i for i, p in enumerate(self._python) if p is None or p.search(data))
+        return found
+
+
+def _sequence_start(data: bytes, at: int) -> int:
+    """``at``, or the start of the escape sequence that ``at`` falls inside (its bytes would
+    otherwise read as text)."""
+    esc = data.rfind(b"\x1b", max(0, at - 300), at)
+    if esc >= 0 and (m := _SEPARATOR.match(data, esc)) is not None and m.end() > at:
+        return esc
+    return at
+
+
+_CACHE: dict[tuple[tuple[bytes, ...], tuple[tuple[bytes, int], ...], bool], SecretScan] = {}
+
+
+def scanner(
+    secrets: Sequence[bytes], extra: Sequence[tuple[bytes, int]] = (), native: bool = True
+) -> SecretScan:
+    """A :class:`SecretScan`, compiled once per set of secrets and patterns in a process."""
+    key = (tuple(secrets), tuple(extra), native)
+    if (found := _CACHE.get(key)) is None:
+        if len(_CACHE) >= 32:
+            _CACHE.clear()
+        found = _CACHE[key] = SecretScan(secrets, extra, native)
+    return found
+
+
+class SecretScan:
+    """The known secrets' runs, and the caller's own patterns (``extra``: (pattern, flags) pairs,
+    each reported at most once per chunk; ``PREFILTER`` in its flags: a report means "run the
+    exact pattern"), found in one pass."""
+
+    def __init__(
+        self, secrets: Sequence[bytes], extra: Sequence[tuple[bytes, int]] = (), native: bool = True
+    ) -> None:
+        self.secrets = tuple(s for s in secrets if len(s) >= MIN_RUN)
+        self.grams = sorted({s[i : i + MIN_RUN] for s in self.secrets for i in range(len(s) - MIN_RUN + 1)})
+        self.joined = b"\0".join(self.secrets)  # substring tests for all secrets at once
+        self.extra = tuple(extra)
+        self._db: Any = None
+        self._som: Any = None  # the second look (compiled at its first use)
+        self._alphabet = b"[" + re.escape(bytes(sorted({b for s in self.secrets for b in s}))) + b"]"
+        self._pairs = frozenset(s[i : i + 2] for s in self.secrets for i in range(len(s) - 1))
+        self._chars = frozenset(b for s in self.secrets for b in s)
+        self._extra_re = [_python_pattern(p) for p, _ in self.extra] if not (native and _hs) else []
+        if native and _hs is not None:
+            self._compile()
+
+    # -- building ----------------------------------------------------------------------------
+    def _compile(self) -> None:
+        assert _hs is not None
+        single = _hs.HS_FLAG_SINGLEMATCH
+        exprs: list[bytes] = [re.escape(g) for g in self.grams]
+        flags: list[int] = [0] * len(exprs)
+        if self.secrets:  # a separator between two characters a secret has: maybe a spread run
+            alphabet = self._alphabet
+            exprs.append(alphabet + b"(?:" + SEPARATOR + b")+" + alphabet)
+            flags.append(single)
+        exprs += [p for p, _ in self.extra]
+        flags += [f | single for _, f in self.extra]
+        if exprs:
+            self._db = _hs.Database()
+            self._db.compile(expressions=exprs, ids=list(range(len(exprs))), flags=flags)
+
+    # -- the pass over a chunk ---------------------------------------------------------------
+    def scan(self, data: bytes) -> Found:
+        found = Found()
+        if self._db is not None:
+            grams, spread_id = len(self.grams), len(self.grams) + (1 if self.secrets else 0)
+
+            def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+                if pid < grams:
+                    found.runs.append((end - MIN_RUN, end))
+                elif pid < spread_id:
+                    found.spread = True
+                else:
+                    found.patterns.add(pid - spread_id)
+
+            self._db.scan(data, match_event_handler=on_match)
+            if found.spread:  # the second look: a separator between characters that follow each other
+                found.spread = self._pairs_across(data)
+            return found
+        found.runs = self._python_runs(data)
+        found.spread = bool(self.secrets) and any(s in data for s in _SEP_BYTES)
+        found.patterns = {
+            i for i, pattern in enumerate(self._extra_re) if not pattern or pattern.search(data)
+        }
+        return found
+
+    def _pairs_across(self, data: bytes) -> bool:
+        """Whether a separator stands between two characters that follow each other in a secret
+        (each such place found with where it starts: the character before the separators)."""
+        if self._som is None:
+            assert _hs is not None
+            self._som = _hs.Database()
+            between = SEPARATOR.replace(rb"{0,256}", b"*")  # a bounded payload is too large with SOM
+            self._som.compile(
+                expressions=[self._alphabet + b"(?:" + between + b")+" + self._alphabet],
+                ids=[0],
+                flags=[_hs.HS_FLAG_SOM_LEFTMOST],
+            )
+        pairs, hit = self._pairs, []
+
+        def on_match(_pid: int, start: int, end: int, _flags: int, _ctx: object) -> bool:
+            if data[start : start + 1] + data[end - 1 : end] in pairs:
+                hit.append(True)
+                return True  # enough: stop
+            return False
+
+        try:
+            self._som.scan(data, match_event_handler=on_match)
+        except _hs.ScanTerminated:
+            pass
+        return bool(hit)
+
+    def _python_runs(self, data: bytes) -> list[Span]:
+        runs: list[Span] = []
+        for gram in self.grams:
+            at = data.find(gram)
+            while at >= 0:
+                runs.append((at, at + MIN_RUN))
+                at = data.find(gram, at + 1)
+        return runs
+
+    def runs(self, data: bytes) -> list[Span]:
+        """Every run in ``data`` as it stands (no separators looked through)."""
+        if self._db is None:
+            return self._python_runs(data)
+        return self.scan(data).runs
+
+    def spread_runs(self, data: bytes) -> list[Span]:
+        """Every run in ``data`` with separators between its characters (the slow look)."""
+        plain, where = visible(data)
+        return [(where[start], where[end - 1] + 1) for start, end in self.runs(plain)]
+
+    def spans(self, data: bytes) -> tuple[list[Span], set[int]]:
+        """What to mask in ``data`` (runs, contiguous or spread), and which extra patterns may match."""
+        found = self.scan(data)
+        spans = found.runs + (self.spread_runs(data) if found.spread else [])
+        return spans, found.patterns
+
+    # -- the end of a chunk ------------------------------------------------------------------
+    def run_tail(self, data: bytes, window: int) -> int:
+        """Where the characters of a secret at the very end of ``data`` begin (separators between
+        them allowed): they may go on in the next read. ``len(data)`` if there are none."""
+        n = len(data)
+        if not self.secrets or not n or data[-1] == 0x0A:  # a new line: nothing goes on
+            return n
+        # The plain text after the last separator first (most ends stop there).
+        low = max(0, n - TAIL_STEP)
+        plain = max(data.rfind(b"\r", low), data.rfind(b"\x08", low)) + 1
+        if (esc := data.rfind(b"\x1b", low)) >= 0:
+            m = _SEPARATOR.match(data, esc)
+            plain = max(plain, m.end() if m else n)  # an open sequence at the end: look across it
+        k = self._suffix_in_secrets(data[max(plain, low) :])
+        if k < n - max(plain, low):
+            return n - k
+        if not k and not self._before_separators_is_secret(data, low):
+            return n  # the last character shown before the trailing separators is no secret's
+        lo = low
+        while True:  # the run reaches a separator (or the window): look through separators
+            lo = _sequence_start(data, lo)
+            piece = data[lo:]
+            text, where = visible(piece)
+            k = self._suffix_in_secrets(text)
+            if not k:
+                return n
+            if k < len(text) or lo == 0 or lo <= n - window:
+                return lo + where[len(text) - k]
+            lo = max(0, lo - 4 * TAIL_STEP, n - window)
+
+    def _before_separators_is_secret(self, data: bytes, low: int) -> bool:
+        """Whether the byte before the separators that end ``data`` is one a secret has (True when
+        not sure: the slow look decides)."""
+        at = len(data)
+        while at > low:
+            start = max(
+                data.rfind(b"\x1b", low, at), data.rfind(b"\r", low, at), data.rfind(b"\x08", low, at)
+            )
+            if start < 0:
+                break
+            m = _SEPARATOR.match(data, start)
+            if m is None or m.end() != at:
+                break
+            at = start
+        return at <= low or data[at - 1] in self._chars
+
+    def _suffix_in_secrets(self, text: bytes) -> int:
+        """The length of the longest end of ``text`` that is part of a secret."""
+        k = 0
+        while k < len(text) and text[len(text) - k - 1 :] in self.joined:
+            k += 1
+        return k
