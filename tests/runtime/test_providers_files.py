@@ -12,7 +12,7 @@ import pytest
 
 from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
-from waaah_agent.runtime import providers
+from waaah_agent.runtime.oneshot import providers
 
 
 def run(ws: Path, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
