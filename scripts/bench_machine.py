@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.unit.night import whole_night  # noqa: E402
-from waaah_agent.core.machine import Machine  # noqa: E402
+from waaah_agent.core.supervise.machine import Machine  # noqa: E402
 
 
 def measure(rounds: int) -> dict[str, object]:

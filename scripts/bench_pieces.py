@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from waaah_agent.core import castjson  # noqa: E402
 from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
-from waaah_agent.core.textlog import LineCleaner  # noqa: E402
-from waaah_agent.runtime import logs as logs_module  # noqa: E402
-from waaah_agent.runtime.logs import SessionLogs, char_boundary  # noqa: E402
-from waaah_agent.runtime.parts import COMPRESS_LEVEL  # noqa: E402
+from waaah_agent.core.supervise import castjson
+from waaah_agent.core.supervise.textlog import LineCleaner  # noqa: E402
+from waaah_agent.runtime.supervise import logs as logs_module
+from waaah_agent.runtime.supervise.logs import SessionLogs, char_boundary  # noqa: E402
+from waaah_agent.runtime.supervise.parts import COMPRESS_LEVEL  # noqa: E402
 from waaah_agent.simulated import AGENT_TEXT  # noqa: E402
 
 MB = 1024 * 1024

@@ -350,7 +350,7 @@ def record_check(setup: Setup) -> dict[str, Any]:
     """What the newest session's record holds after a blast through waaah: the .cast every byte the
     agent wrote (its parts included), the text log each distinct line of the blast's text, and no
     part (8 characters in a row) of the known key in the environment anywhere under .waaah/."""
-    from waaah_agent.runtime.logs import replay
+    from waaah_agent.runtime.supervise.logs import replay
     from waaah_agent.simulated import AGENT_TEXT
 
     logs = setup.workspace / ".waaah" / "logs"
@@ -456,7 +456,7 @@ def first_screen(setup: Setup, relay: str) -> tuple[float, Outer, Path]:
 
 
 def felt_round(setup: Setup, failures: list[str], direct_first: bool) -> Sample:
-    from waaah_agent.core.policy import PolicyConfig
+    from waaah_agent.core.supervise.policy import PolicyConfig
 
     sample: Sample = {}
     for relay in ("direct", "waaah") if direct_first else ("waaah", "direct"):
@@ -538,9 +538,9 @@ def run_felt(setup: Setup, results: Results) -> None:
 def screen_costs() -> Sample:
     """CPU ms per MB of recorded agent screens: Screen + detect per 64 KiB chunk, and LineCleaner."""
     from waaah_agent.adapters import registry
-    from waaah_agent.core.detect import detect
-    from waaah_agent.core.screen import Screen
-    from waaah_agent.core.textlog import LineCleaner
+    from waaah_agent.core.supervise.detect import detect
+    from waaah_agent.core.supervise.screen import Screen
+    from waaah_agent.core.supervise.textlog import LineCleaner
 
     recorded = sorted((ROOT / "tests" / "fixtures" / "screens").glob("*/*.bin"))
     if not recorded:
@@ -668,7 +668,7 @@ FELT_SPEC: list[tuple[str, str]] = [
 
 
 def felt_table(results: Results) -> str:
-    from waaah_agent.core.policy import PolicyConfig
+    from waaah_agent.core.supervise.policy import PolicyConfig
 
     head = f"{'felt by users (' + str(FELT_ROUNDS) + ' rounds, simulated CLI)':56} {'p50':>8} {'max':>8}"
     lines = [head, "-" * len(head)]

@@ -155,7 +155,7 @@ def main() -> int:
     rec.write_meta()
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     meta["recorded_by"] = "scripts/record_screens_opencode.py"
-    meta["terminal"] = "answers the CLI's queries (waaah_agent/core/termanswers.py)"
+    meta["terminal"] = "answers the CLI's queries (waaah_agent/core/supervise/termanswers.py)"
     (out / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 

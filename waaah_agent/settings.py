@@ -14,10 +14,10 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from waaah_agent.core.backoff import BackoffConfig
-from waaah_agent.core.breaker import BreakerConfig
-from waaah_agent.core.machine import MachineConfig
-from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.core.oneshot.breaker import BreakerConfig
+from waaah_agent.core.supervise.backoff import BackoffConfig
+from waaah_agent.core.supervise.machine import MachineConfig
+from waaah_agent.core.supervise.policy import PolicyConfig
 from waaah_agent.errors import UsageError
 
 # ----- environment variables ----------------------------------------------------------------------

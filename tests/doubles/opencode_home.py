@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.doubles.cli_homes import CliPty, base_env
 from tests.doubles.fake_openai import FAKE_KEY
-from waaah_agent.core.termanswers import TerminalAnswers
+from waaah_agent.core.supervise.termanswers import TerminalAnswers
 
 KEY_ENV = "FAKE_OPENAI_API_KEY"
 MODEL = "gpt-fake"

@@ -35,7 +35,7 @@ from tests.e2e.test_waaah_agent import (
     spawn,
 )
 from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state
-from waaah_agent.core.screen import Screen
+from waaah_agent.core.supervise.screen import Screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

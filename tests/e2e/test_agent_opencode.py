@@ -26,7 +26,7 @@ from tests.doubles.opencode_home import opencode_env
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
 from tests.runtime.helpers import WAAAH, events, pump_until, retry_until, state, state_or_none
-from waaah_agent.core.termanswers import TerminalAnswers
+from waaah_agent.core.supervise.termanswers import TerminalAnswers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

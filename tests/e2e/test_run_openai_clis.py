@@ -31,7 +31,7 @@ _SCRUB = ("OPENAI_", "CODEX_", "OPENCODE_", "WAAAH_")
 
 def waaah_command() -> list[str]:
     entry = Path(sys.executable).parent / "waaah"
-    return [str(entry)] if entry.exists() else [sys.executable, "-m", "waaah_agent.cli"]
+    return [str(entry)] if entry.exists() else [sys.executable, "-m", "waaah_agent.commands.app"]
 
 
 @pytest.fixture(params=["codex", "opencode"])

@@ -24,7 +24,7 @@ from tests.doubles.fake_model import FakeModel, Rule, Text, ToolCall
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
 from tests.runtime.helpers import WAAAH, events, pump_for, pump_until, state, state_or_none
-from waaah_agent.core.screen import Screen
+from waaah_agent.core.supervise.screen import Screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -129,7 +129,7 @@ def test_an_endpoint_that_trickles_never_keeps_the_supervisor_from_exiting(tmp_p
     (events,) = (ws / ".waaah" / "sessions").glob("*/events.jsonl")
     assert b"not delivered within 10 s" in events.read_bytes() + out, out.decode()[-2000:]
     # The sending process got the URL on its stdin: not in its arguments, not in its environment.
-    sending = [texts for texts in senders.values() if b"waaah_agent.runtime.alerts" in texts]
+    sending = [texts for texts in senders.values() if b"waaah_agent.runtime.night.alerts" in texts]
     assert sending and not [texts for texts in sending if TOKEN.encode() in texts], senders
 
 

@@ -16,7 +16,7 @@ import pexpect
 
 from tests.conftest import pid_alive
 from tests.runtime.helpers import events, retry_until, session_dirs, sim_env, sim_messages, spawn_waaah, state
-from waaah_agent.core.policy import CONTINUE_PROMPT
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT
 from waaah_agent.runtime.workspace import find_workflow
 
 

@@ -223,8 +223,8 @@ def test_a_copy_that_does_not_fit_keeps_the_home_and_the_conversation(tmp_path):
     home is kept (the conversation whole in it), and no partial file is left in the user's."""
     from tests.faults.conftest import small_disk
     from waaah_agent import adapters
-    from waaah_agent.runtime.cli_home import PerRunHome
-    from waaah_agent.runtime.mcp_setup import ServerChoice
+    from waaah_agent.runtime.mcp.cli_home import PerRunHome
+    from waaah_agent.runtime.mcp.setup import ServerChoice
 
     gemini = adapters.registry()["gemini"].mcp
     assert isinstance(gemini, PerRunHome)

@@ -275,7 +275,8 @@ def test_session_json_with_odd_process_fields_still_loads():
 
 
 def test_a_run_log_without_an_end_is_killed_only_when_its_process_is_gone(tmp_path):
-    from waaah_agent.runtime import reaper, runlog
+    from waaah_agent.runtime import reaper
+    from waaah_agent.runtime.oneshot import runlog
 
     def log(name: str, **start: object) -> Path:
         path = tmp_path / "2025-01-01" / f"{name}.jsonl"

@@ -117,7 +117,7 @@ def test_a_send_past_the_queue_limit_is_refused_in_one_line(workspace, home):
     proc = busy_agent(workspace, home)
     try:
         folder = session_dirs(workspace)[-1]
-        fill = "import sys\nfrom pathlib import Path\nfrom waaah_agent.runtime.control import send_prompt\n"
+        fill = "import sys\nfrom pathlib import Path\nfrom waaah_agent.runtime.night.control import send_prompt\n"
         fill += "for i in range(40): send_prompt(Path(sys.argv[1]), f'{i:02d}' + 'z' * 99_998)"
         subprocess.run([sys.executable, "-c", fill, str(folder)], check=True, timeout=60)
         retry_until(lambda: len(queue_texts(folder)) == 40, timeout=30)
@@ -137,7 +137,7 @@ def test_a_send_past_the_queue_limit_is_refused_in_one_line(workspace, home):
 SENDER = """
 import sys
 from pathlib import Path
-from waaah_agent.runtime.control import send_prompt
+from waaah_agent.runtime.night.control import send_prompt
 folder, count = Path(sys.argv[1]), int(sys.argv[2])
 for burst, _ in enumerate(sys.stdin):  # a line: the next burst, as fast as they can be written
     for i in range(burst * count, (burst + 1) * count):
@@ -454,14 +454,14 @@ def test_tail_f_and_attach_end_when_the_session_ends(workspace, home, command):
 def test_the_hook_and_the_mcp_proxy_never_wait_on_a_fifo_inbox(tmp_path):
     """The CLI's hooks and our MCP proxy append to the inbox too: a FIFO there (no reader) is
     an error they shrug off, never a wait that would hold up the CLI's hook or tool call."""
-    from waaah_agent.mcp_proxy import Inbox as ProxyInbox
-    from waaah_agent.mcp_proxy import start_record
+    from waaah_agent.runtime.mcp.proxy import Inbox as ProxyInbox
+    from waaah_agent.runtime.mcp.proxy import start_record
     from waaah_agent.settings import INBOX
 
     fifo = tmp_path / "inbox.jsonl"
     os.mkfifo(fifo)
     hook = subprocess.run(
-        [sys.executable, "-m", "waaah_agent.hook", "Stop"],
+        [sys.executable, "-m", "waaah_agent.runtime.mcp.hook", "Stop"],
         input="{}",
         env={**os.environ, INBOX: str(fifo)},
         capture_output=True,

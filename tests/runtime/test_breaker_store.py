@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from waaah_agent.core import failures as F
-from waaah_agent.core.breaker import BreakerConfig
 from waaah_agent.core.failures import Failure
-from waaah_agent.runtime.breakers import BreakerStore
+from waaah_agent.core.oneshot.breaker import BreakerConfig
+from waaah_agent.runtime.oneshot.breakers import BreakerStore
 
 CRASH = Failure(F.CRASH, "it crashed", True, 1)
 
@@ -89,9 +89,9 @@ WORKER = """
 import sys, time
 from pathlib import Path
 from waaah_agent.core import failures as F
-from waaah_agent.core.breaker import BreakerConfig
+from waaah_agent.core.oneshot.breaker import BreakerConfig
 from waaah_agent.core.failures import Failure
-from waaah_agent.runtime.breakers import BreakerStore
+from waaah_agent.runtime.oneshot.breakers import BreakerStore
 folder, go, what = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 store = BreakerStore(folder, BreakerConfig(threshold=10**5, timeout_threshold=10**5, cooldown=0.0))
 while not go.exists():

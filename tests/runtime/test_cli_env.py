@@ -7,7 +7,7 @@ import json
 import os
 
 from waaah_agent import adapters
-from waaah_agent.runtime.cli_env import for_cli
+from waaah_agent.runtime.oneshot.cli_env import for_cli
 
 ENV = {
     "PATH": "/usr/bin",

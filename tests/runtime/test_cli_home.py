@@ -13,8 +13,8 @@ import pytest
 
 from waaah_agent import adapters
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.cli_home import MANIFEST, PerRunHome, homes_root
-from waaah_agent.runtime.mcp_setup import ServerChoice
+from waaah_agent.runtime.mcp.cli_home import MANIFEST, PerRunHome, homes_root
+from waaah_agent.runtime.mcp.setup import ServerChoice
 
 GEMINI = adapters.registry()["gemini"].mcp
 assert isinstance(GEMINI, PerRunHome)

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from waaah_agent.runtime import control
+from waaah_agent.runtime.night import control
 
 
 def test_attach_prints_new_screen_output_and_follows_a_roll_over(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 import pexpect
 
 SCRIPT = """
-from waaah_agent.runtime import mcp_setup
+from waaah_agent.runtime.mcp import setup as mcp_setup
 choice = mcp_setup.choose_server(None, None, {}, None, True, input)
 print("GOT", choice.url, len(choice.api_key or ""))
 """

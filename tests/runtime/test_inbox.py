@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapRecord
-from waaah_agent.hook import record_from
-from waaah_agent.mcp_proxy import Inbox as ProxyInbox
-from waaah_agent.mcp_proxy import end_record, start_record
-from waaah_agent.runtime.background import Mailbox
-from waaah_agent.runtime.inbox import Inbox
+from waaah_agent.core.mcp.inbox_records import HookRecord, TapEvent, TapRecord
+from waaah_agent.runtime.mcp.hook import record_from
+from waaah_agent.runtime.mcp.proxy import Inbox as ProxyInbox
+from waaah_agent.runtime.mcp.proxy import end_record, start_record
+from waaah_agent.runtime.supervise.background import Mailbox
+from waaah_agent.runtime.supervise.inbox import Inbox
 
 pytestmark = pytest.mark.timeout(20)
 

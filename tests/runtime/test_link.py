@@ -1,4 +1,4 @@
-"""The session link (runtime/link.py) with the real `waaah mcp-proxy` over its real Unix socket,
+"""The session link (runtime/mcp/link.py) with the real `waaah mcp-proxy` over its real Unix socket,
 against the WAAAH server double: the waits belong to the session, not to one proxy process."""
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ import pytest
 from tests.doubles.waaah_server import WaaahServer, dead_wait
 from tests.runtime.helpers import retry_until
 from tests.runtime.test_mcp_proxy import AGENT, KEY, ROOT, WORKSPACE, inbox_lines, proxy_env
-from waaah_agent.runtime.background import Mailbox
-from waaah_agent.runtime.link import SessionLink, socket_path
-from waaah_agent.tool_http import ToolServer
+from waaah_agent.runtime.mcp.link import SessionLink, socket_path
+from waaah_agent.runtime.mcp.tool_http import ToolServer
+from waaah_agent.runtime.supervise.background import Mailbox
 
 pytestmark = pytest.mark.timeout(60)
 
 
 class RawProxy:
-    """`python -m waaah_agent.mcp_proxy` driven with JSON-RPC lines, to be killed mid-call."""
+    """`python -m waaah_agent.runtime.mcp.proxy` driven with JSON-RPC lines, to be killed mid-call."""
 
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
         with stderr.open("ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "waaah_agent.mcp_proxy"],
+                [sys.executable, "-m", "waaah_agent.runtime.mcp.proxy"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -241,9 +241,9 @@ SUPERVISOR = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from waaah_agent.runtime.background import Mailbox
-    from waaah_agent.runtime.link import SessionLink
-    from waaah_agent.tool_http import ToolServer
+    from waaah_agent.runtime.supervise.background import Mailbox
+    from waaah_agent.runtime.mcp.link import SessionLink
+    from waaah_agent.runtime.mcp.tool_http import ToolServer
     url, key, agent, folder, sock = sys.argv[1:]
     link = SessionLink(Path(sock), Path(folder), ToolServer(url, key), agent, Path(folder) / "inbox.jsonl", Mailbox().post)
     link.start()

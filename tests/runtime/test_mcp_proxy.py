@@ -45,7 +45,7 @@ def _proxy_children() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"waaah_agent.mcp_proxy" in cmdline:
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"waaah_agent.runtime.mcp.proxy" in cmdline:
             pids.append(int(stat.parent.name))
     return pids
 
@@ -85,9 +85,9 @@ def proxy_env(
 
 @asynccontextmanager
 async def proxy_session(env: dict[str, str], stderr: Path) -> AsyncIterator[ClientSession]:
-    """A real MCP client session with `python -m waaah_agent.mcp_proxy` (stopped on exit)."""
+    """A real MCP client session with `python -m waaah_agent.runtime.mcp.proxy` (stopped on exit)."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "waaah_agent.mcp_proxy"], env=env, cwd=ROOT
+        command=sys.executable, args=["-m", "waaah_agent.runtime.mcp.proxy"], env=env, cwd=ROOT
     )
     with stderr.open("a") as errlog:
         async with (
@@ -360,7 +360,7 @@ def test_unknown_tool_and_unreachable_server_are_error_results(
 def test_closing_stdin_ends_the_proxy_during_a_long_poll(waaah: WaaahServer, inbox: Path) -> None:
     env = {**os.environ, **proxy_env(waaah.url, inbox=inbox)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "waaah_agent.mcp_proxy"],
+        [sys.executable, "-m", "waaah_agent.runtime.mcp.proxy"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

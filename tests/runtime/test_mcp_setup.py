@@ -16,10 +16,10 @@ from tests.doubles.waaah_server import WaaahServer
 from tests.runtime.helpers import WAAAH
 from waaah_agent import adapters
 from waaah_agent.errors import ExitCode, UsageError
-from waaah_agent.runtime import mcp_setup
-from waaah_agent.runtime.cli_home import PerRunHome
-from waaah_agent.runtime.mcp_setup import PerRunConfig, ServerChoice
-from waaah_agent.runtime.waaah import check_server
+from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp.cli_home import PerRunHome
+from waaah_agent.runtime.mcp.setup import PerRunConfig, ServerChoice
+from waaah_agent.runtime.mcp.waaah import check_server
 
 GEMINI_MCP = adapters.registry()["gemini"].mcp
 CLAUDE_MCP = adapters.registry()["claude"].mcp
@@ -95,7 +95,7 @@ def test_claude_gets_per_run_hooks_and_gemini_none(tmp_path):
     assert hooks.args(tmp_path) == ["--settings", str(path)]
     doc = json.loads(path.read_text())
     assert set(doc["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "Notification"}
-    assert doc["hooks"]["Stop"][0]["hooks"][0]["command"].endswith("-m waaah_agent.hook claude")
+    assert doc["hooks"]["Stop"][0]["hooks"][0]["command"].endswith("-m waaah_agent.runtime.mcp.hook claude")
 
 
 def test_existing_entries_and_doctor_findings(tmp_path):

@@ -136,8 +136,8 @@ def test_a_taken_port_is_one_line_and_nothing_starts(workspace, fake_home):
 
 
 def test_healthz_is_503_while_the_loop_does_not_answer_and_200_once_it_does():
-    from waaah_agent.core.vitals import Snapshot
-    from waaah_agent.runtime.metrics import MetricsServer
+    from waaah_agent.core.supervise.vitals import Snapshot
+    from waaah_agent.runtime.supervise.metrics import MetricsServer
 
     asked: list[Any] = []  # a loop that is stuck: the pings are never answered
     server = MetricsServer("127.0.0.1", 0, Snapshot("gemini", "waaah-orc", "s"), asked.append)

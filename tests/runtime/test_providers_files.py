@@ -12,7 +12,7 @@ import pytest
 
 from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
-from waaah_agent.runtime import providers
+from waaah_agent.runtime.oneshot import providers
 
 
 def run(ws: Path, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -57,7 +57,7 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         (b"gemini:\n  model: --yolo\n", "gemini.model is not a model name"),
         (b"gemini:\n  model: \xff\xfe\n", "is not UTF-8 text"),
         (b"a: &a [*a, *a]\n", "unknown CLI 'a'"),  # a self-referencing alias
-        (b"[" * 5000 + b"]" * 5000, "is nested too deeply to be a providers file"),
+        (b"[" * 5000 + b"]" * 5000, "is nested deeper than 100 levels"),
     ],
 )
 def test_a_bad_workspace_file_is_one_line(ws: Path, content: bytes, says: str) -> None:

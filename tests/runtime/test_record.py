@@ -37,6 +37,14 @@ def session_json(ws: Path, sid: str) -> dict:
     return json.loads((ws / ".waaah" / "sessions" / sid / "session.json").read_text())
 
 
+def status_of(ws: Path, sid: str) -> str | None:
+    """The session's status, None while its folder is there but its first save is not."""
+    try:
+        return session_json(ws, sid)["status"]
+    except FileNotFoundError:
+        return None
+
+
 def waaah(ws: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [WAAAH, *args], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
@@ -88,13 +96,13 @@ def test_resume_names_a_session_and_keeps_its_options(workspace, fake_home):
     try:
         retry_until(lambda: len(session_dirs(workspace)) == 2, 30)
         newest = next(d.name for d in session_dirs(workspace) if d.name != named)
-        retry_until(lambda: session_json(workspace, newest)["status"] == "running", 30)
+        retry_until(lambda: status_of(workspace, newest) == "running", 30)
     finally:
         stop(proc)
 
     proc = headless(workspace, env, "--resume", named, "--heartbeat", "55")
     try:
-        retry_until(lambda: session_json(workspace, named)["status"] == "running", 30)
+        retry_until(lambda: status_of(workspace, named) == "running", 30)
         st = session_json(workspace, named)
     finally:
         out = stop(proc)

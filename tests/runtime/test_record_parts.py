@@ -13,9 +13,9 @@ import pexpect
 
 from tests.runtime.helpers import WAAAH, session_dirs, sim_env, spawn_waaah, state
 from waaah_agent.core.redact import Redactor
-from waaah_agent.runtime.logs import SessionLogs, replay
-from waaah_agent.runtime.parts import parts_of
-from waaah_agent.runtime.replay import parse_at, read_record
+from waaah_agent.runtime.night.replay import parse_at, read_record
+from waaah_agent.runtime.supervise.logs import SessionLogs, replay
+from waaah_agent.runtime.supervise.parts import parts_of
 
 WAIT_STREAM = (
     Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"

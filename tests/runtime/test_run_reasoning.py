@@ -17,7 +17,7 @@ from tests.runtime.helpers import WAAAH
 from tests.unit.test_run_streams import RECORDED, STREAMS
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionNotFound
-from waaah_agent.runtime import run_reasoning, runlog
+from waaah_agent.runtime.oneshot import run_reasoning, runlog
 
 
 def killed_run(ws: Path, cli: str, scenario: str, log_id: str) -> Path:
@@ -104,8 +104,8 @@ def test_the_command_reads_the_log_and_starts_no_cli(ws: Path) -> None:
 def test_a_killed_run_is_restored_with_what_its_cli_had_written(ws: Path) -> None:
     """--resume of a run killed mid-answer: the replay holds the answer as far as the CLI had
     streamed it (the recorded gemini stream cut before its last delta and its result)."""
-    from waaah_agent.core import restore
-    from waaah_agent.runtime import run_trees
+    from waaah_agent.core.oneshot import restore
+    from waaah_agent.runtime.oneshot import run_trees
 
     path = runlog.new_log_path(ws, "run-9", datetime.now())
     log = runlog.RunLog(path, Redactor())

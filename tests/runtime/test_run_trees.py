@@ -17,8 +17,9 @@ import pytest
 from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
 from waaah_agent.errors import SessionNotFound, UsageError
-from waaah_agent.runtime import night_files, run_trees, runlog
-from waaah_agent.runtime.run_io import RunOptions
+from waaah_agent.runtime.night import files as night_files
+from waaah_agent.runtime.oneshot import run_trees, runlog
+from waaah_agent.runtime.oneshot.run_io import RunOptions
 
 DAY = "2026-01-02"
 

@@ -26,11 +26,11 @@ from tests.runtime.helpers import (
     spawn_waaah,
     state,
 )
-from waaah_agent.runtime.background import OWN, Mailbox, OwnOutput, ServerWatch
-from waaah_agent.runtime.inbox import Inbox
-from waaah_agent.runtime.overlay import Overlay
-from waaah_agent.runtime.screenfeed import ScreenFeed
-from waaah_agent.runtime.waaah import Health
+from waaah_agent.runtime.mcp.waaah import Health
+from waaah_agent.runtime.supervise.background import OWN, Mailbox, OwnOutput, ServerWatch
+from waaah_agent.runtime.supervise.inbox import Inbox
+from waaah_agent.runtime.supervise.overlay import Overlay
+from waaah_agent.runtime.supervise.screenfeed import ScreenFeed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -130,10 +130,10 @@ def test_no_thread_of_ours_hides_a_name_thread_uses(our_threads):
 FORK_BESIDE_OUR_THREADS = """
 import os, sys, time
 from pathlib import Path
-from waaah_agent.runtime.background import Mailbox, ServerWatch
-from waaah_agent.runtime.child import AgentProcess
-from waaah_agent.runtime.inbox import Inbox
-from waaah_agent.runtime.waaah import Health
+from waaah_agent.runtime.supervise.background import Mailbox, ServerWatch
+from waaah_agent.runtime.supervise.child import AgentProcess
+from waaah_agent.runtime.supervise.inbox import Inbox
+from waaah_agent.runtime.mcp.waaah import Health
 from tests.runtime.helpers import (
     COLS,
     ROWS,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.runtime.send_queue import COMPACT_SLACK, SendQueue, read_waiting
 from waaah_agent.runtime.store import SessionDir, SessionState
+from waaah_agent.runtime.supervise.send_queue import COMPACT_SLACK, SendQueue, read_waiting
 
 
 def test_adds_and_pops_keep_the_order_and_an_empty_queue_empties_the_file(tmp_path: Path) -> None:

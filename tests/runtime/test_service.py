@@ -30,7 +30,7 @@ from tests.runtime.helpers import (
     sim_env,
     verify,
 )
-from waaah_agent.core.service import escape_name, instance_name
+from waaah_agent.core.night.service import escape_name, instance_name
 
 pytestmark = pytest.mark.timeout(180)
 

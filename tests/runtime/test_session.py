@@ -31,10 +31,10 @@ from tests.runtime.helpers import (
     typed,
     unchanged_for,
 )
-from waaah_agent.core.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
-from waaah_agent.runtime.ending import headless_line
-from waaah_agent.runtime.logs import replay
-from waaah_agent.runtime.overlay import LEAVE_MODES
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
+from waaah_agent.runtime.supervise.ending import headless_line
+from waaah_agent.runtime.supervise.logs import replay
+from waaah_agent.runtime.supervise.overlay import LEAVE_MODES
 from waaah_agent.runtime.workspace import find_workflow
 
 pytestmark = pytest.mark.timeout(60)

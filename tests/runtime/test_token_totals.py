@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from waaah_agent.core.tokens import claude_usage, gemini_usage
-from waaah_agent.runtime.session import tally_tokens
 from waaah_agent.runtime.store import SessionDir, SessionState
+from waaah_agent.runtime.supervise.session import tally_tokens
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "transcripts"
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from waaah_agent.core import events as ev
-from waaah_agent.core.backoff import BackoffConfig, Restarts
-from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START
-from waaah_agent.core.detect import Reading
-from waaah_agent.core.inbox_records import TapEvent, TapOutcome, TapRecord
-from waaah_agent.core.lifecycle import first_prompt, restart_decision
-from waaah_agent.core.machine import Machine, MachineConfig, Saved
-from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.core.mcp.inbox_records import TapEvent, TapOutcome, TapRecord
+from waaah_agent.core.supervise import events as ev
+from waaah_agent.core.supervise.backoff import BackoffConfig, Restarts
+from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START
+from waaah_agent.core.supervise.detect import Reading
+from waaah_agent.core.supervise.lifecycle import first_prompt, restart_decision
+from waaah_agent.core.supervise.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.supervise.policy import PolicyConfig
 
 WORKFLOW = "You are the orchestrator agent of this workspace.\nRegister, then call wait_for_prompt forever."
 EVENING = datetime(2026, 11, 23, 20, 0, tzinfo=timezone.utc)

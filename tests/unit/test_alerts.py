@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waaah_agent.core.alerts import Alert, RateLimit, Where, alert_for
+from waaah_agent.core.night.alerts import Alert, RateLimit, Where, alert_for
 
 WHERE = Where("gemini", "gemini-20261125-010203-abcdef", "/home/me/ws", "waaah agent --start=gemini --resume")
 

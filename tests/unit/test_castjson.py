@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waaah_agent.core.castjson import FACTS, escaped, json_string
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.secretscan import scanner
-from waaah_agent.runtime.logs import char_boundary
+from waaah_agent.core.supervise.castjson import FACTS, escaped, json_string
+from waaah_agent.runtime.supervise.logs import char_boundary
 
 PIECES = [
     b"plain ",

@@ -9,7 +9,7 @@ import pytest
 from tests.unit.test_run_streams import RECORDED, failure_of, recorded
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import StreamSummary
+from waaah_agent.core.oneshot.streams import StreamSummary
 from waaah_agent.errors import ExitCode, run_exit_code
 
 #: What each CLI says; gemini prints its whole usage after the line (4 kB of stderr) and exits 1,
@@ -55,9 +55,9 @@ def test_a_long_line_is_cut_at_a_word_not_in_one() -> None:
 @pytest.mark.parametrize("cli", sorted(RECORDED))
 def test_a_supervised_cli_that_refuses_its_arguments_at_once_is_not_restarted(cli: str) -> None:
     """The same recordings, as the supervisor sees a CLI that exits before its first prompt."""
-    from waaah_agent.core.events import Outcome, StopReason
     from waaah_agent.core.failures import rejected_arguments
-    from waaah_agent.core.lifecycle import rejected_command_line
+    from waaah_agent.core.supervise.events import Outcome, StopReason
+    from waaah_agent.core.supervise.lifecycle import rejected_command_line
 
     _, code, stderr = recorded(cli, "unknown_option")
     lines = stderr.splitlines()

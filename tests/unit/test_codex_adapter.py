@@ -13,7 +13,7 @@ import pytest
 from waaah_agent import settings
 from waaah_agent.adapters import codex
 from waaah_agent.core.tokens import Usage
-from waaah_agent.runtime.mcp_setup import ConfigRefused, ServerChoice
+from waaah_agent.runtime.mcp.setup import ConfigRefused, ServerChoice
 
 SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex-0.169.0.jsonl"
 WORKSPACE = Path("/home/user/project")  # the recorded session's cwd (neutralised)

@@ -5,9 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.night import HOUR, Night
-from waaah_agent.core import events as ev
-from waaah_agent.core.inbox_records import MAX_PROMPT, MAX_QUEUED_CHARS, ControlCommand, ControlRecord, parse
-from waaah_agent.core.policy import CONTINUE_PROMPT
+from waaah_agent.core.mcp.inbox_records import (
+    MAX_PROMPT,
+    MAX_QUEUED_CHARS,
+    ControlCommand,
+    ControlRecord,
+    parse,
+)
+from waaah_agent.core.supervise import events as ev
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT
 
 
 def control(night: Night, command: ControlCommand, text: str | None = None) -> None:

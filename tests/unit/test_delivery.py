@@ -1,6 +1,6 @@
 """Typing a prompt: paste once, Enter separately, confirm, bounded Enter retries."""
 
-from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START, Delivery, Observation, Phase
+from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START, Delivery, Observation, Phase
 
 READY_EMPTY = Observation(ready=True, busy=False, input_empty=True)
 READY_DRAFT = Observation(ready=True, busy=False, input_empty=False, draft=True)

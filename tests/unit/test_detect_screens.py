@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from waaah_agent import adapters
-from waaah_agent.core.detect import Evidence, detect, read
-from waaah_agent.core.screen import Screen
+from waaah_agent.core.supervise.detect import Evidence, detect, read
+from waaah_agent.core.supervise.screen import Screen
 
 SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens"
 

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from waaah_agent.runtime.report import _when
+from waaah_agent.runtime.night.report import _when
 from waaah_agent.runtime.store import SessionDir, event_epoch, event_time
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d$")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from waaah_agent.core.inbox_records import (
+from waaah_agent.core.mcp.inbox_records import (
     MAX_TEXT,
     HookRecord,
     TapEvent,
@@ -19,8 +19,8 @@ from waaah_agent.core.inbox_records import (
     TapRecord,
     parse,
 )
-from waaah_agent.hook import record_from
-from waaah_agent.mcp_proxy import end_record, start_record
+from waaah_agent.runtime.mcp.hook import record_from
+from waaah_agent.runtime.mcp.proxy import end_record, start_record
 
 pytestmark = pytest.mark.timeout(60)
 

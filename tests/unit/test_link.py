@@ -1,4 +1,4 @@
-"""The session link's decisions (core/link.py): a wait's answer lands in the session, a task reaches
+"""The session link's decisions (core/mcp/link.py): a wait's answer lands in the session, a task reaches
 the next CLI instance exactly once, a reservation the server never sent is taken."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from waaah_agent.core.link import (
+from waaah_agent.core.mcp.link import (
     AckOutcome,
     Action,
     Answer,
@@ -20,7 +20,7 @@ from waaah_agent.core.link import (
     SendAck,
     StartWait,
 )
-from waaah_agent.core.link_wire import (
+from waaah_agent.core.mcp.link_wire import (
     Op,
     Reserved,
     parse_reply,

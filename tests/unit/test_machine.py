@@ -20,12 +20,12 @@ from tests.unit.night import (
     Night,
     whole_night,
 )
-from waaah_agent.core import events as ev
-from waaah_agent.core.backoff import Restarts
-from waaah_agent.core.delivery import ENTER, PASTE_END, PASTE_START
-from waaah_agent.core.lifecycle import SessionStatus, final_status, first_prompt, restart_decision
-from waaah_agent.core.machine import Machine, MachineConfig, Saved
-from waaah_agent.core.policy import CONTINUE_PROMPT, PolicyConfig
+from waaah_agent.core.supervise import events as ev
+from waaah_agent.core.supervise.backoff import Restarts
+from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START
+from waaah_agent.core.supervise.lifecycle import SessionStatus, final_status, first_prompt, restart_decision
+from waaah_agent.core.supervise.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, PolicyConfig
 
 
 def acts_of(night: Night, kind: type, pick=lambda a: True) -> list[tuple[float, list[ev.Action]]]:

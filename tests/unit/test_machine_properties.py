@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.night import BUSY, EVENING, READY, WORKFLOW, Exit
-from waaah_agent.core import events as ev
-from waaah_agent.core.backoff import BackoffConfig, Restarts
-from waaah_agent.core.delivery import ENTER, PASTE_START, Delivery, Phase
-from waaah_agent.core.detect import Reading
-from waaah_agent.core.inbox_records import HookRecord, TapEvent, TapOutcome, TapRecord
-from waaah_agent.core.lifecycle import restart_decision
-from waaah_agent.core.machine import Machine, MachineConfig, Saved
-from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.core.mcp.inbox_records import HookRecord, TapEvent, TapOutcome, TapRecord
+from waaah_agent.core.supervise import events as ev
+from waaah_agent.core.supervise.backoff import BackoffConfig, Restarts
+from waaah_agent.core.supervise.delivery import ENTER, PASTE_START, Delivery, Phase
+from waaah_agent.core.supervise.detect import Reading
+from waaah_agent.core.supervise.lifecycle import restart_decision
+from waaah_agent.core.supervise.machine import Machine, MachineConfig, Saved
+from waaah_agent.core.supervise.policy import PolicyConfig
 
 READINGS = [
     READY,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.mcp_proxy import (
+from waaah_agent.core.mcp.tools import TOOLS, fill_arguments, input_schema
+from waaah_agent.runtime.mcp.proxy import (
     Inbox,
     ToolResult,
     classify,
@@ -20,7 +21,6 @@ from waaah_agent.mcp_proxy import (
     one_line,
     start_record,
 )
-from waaah_agent.mcp_tools import TOOLS, fill_arguments, input_schema
 
 pytestmark = pytest.mark.timeout(10)
 

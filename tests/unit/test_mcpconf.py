@@ -1,10 +1,10 @@
 """Finding and merging the waaah MCP entry (pure)."""
 
-from waaah_agent.core import mcpconf
+from waaah_agent.core.mcp import mcpconf
 
 
 def test_find_our_entry_and_its_url():
-    entry = mcpconf.gemini_entry(["/venv/bin/python", "-m", "waaah_agent.cli"], "http://h:1", "k")
+    entry = mcpconf.gemini_entry(["/venv/bin/python", "-m", "waaah_agent.commands.app"], "http://h:1", "k")
     found = mcpconf.find_entry({"mcpServers": {"waaah": entry}})
     assert found == mcpconf.ExistingEntry("ours", "http://h:1", True)
     assert entry["trust"] is True and entry["timeout"] >= 300_000
@@ -37,10 +37,10 @@ def test_merge_keeps_every_other_key_and_does_not_mutate():
 
 
 def test_claude_config_is_a_stdio_entry():
-    doc = mcpconf.claude_config(["/p", "-m", "waaah_agent.cli"], {"WAAAH_SERVER_URL": "u"})
+    doc = mcpconf.claude_config(["/p", "-m", "waaah_agent.commands.app"], {"WAAAH_SERVER_URL": "u"})
     assert doc["mcpServers"]["waaah"] == {
         "type": "stdio",
         "command": "/p",
-        "args": ["-m", "waaah_agent.cli", "mcp-proxy"],
+        "args": ["-m", "waaah_agent.commands.app", "mcp-proxy"],
         "env": {"WAAAH_SERVER_URL": "u"},
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from tests.doubles.scripted_night import EVENING, EXPECTED, SCRIPT, SESSION
-from waaah_agent.core.night_report import duration, read_night, summary_lines
+from waaah_agent.core.night.report import duration, read_night, summary_lines
 from waaah_agent.core.prices import parse
 
 

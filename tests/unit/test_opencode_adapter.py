@@ -12,14 +12,14 @@ import pytest
 
 from waaah_agent import adapters
 from waaah_agent.adapters.opencode import CONFIG_CONTENT, OpencodeMcp, config_document, merged
-from waaah_agent.runtime.mcp_setup import ConfigRefused, ServerChoice
+from waaah_agent.runtime.mcp.setup import ConfigRefused, ServerChoice
 
 ADAPTER = adapters.registry()["opencode"]
 SERVER = ServerChoice("http://127.0.0.1:3456", "wk-secret", "--server")
 
 
 def test_the_document_names_our_proxy_and_allows_its_tools():
-    doc = config_document(["/venv/bin/python", "-m", "waaah_agent.cli"], {"WAAAH_SERVER_URL": "u"})
+    doc = config_document(["/venv/bin/python", "-m", "waaah_agent.commands.app"], {"WAAAH_SERVER_URL": "u"})
     entry = doc["mcp"]["waaah"]
     assert entry["type"] == "local" and entry["command"][-1] == "mcp-proxy"
     assert entry["environment"] == {"WAAAH_SERVER_URL": "u"} and entry["timeout"] >= 300_000

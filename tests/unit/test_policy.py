@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from waaah_agent.core.backoff import BackoffConfig, Restarts
-from waaah_agent.core.detect import AgentState
-from waaah_agent.core.policy import Now, Nudger, PolicyConfig, StallWatch, fingerprint
+from waaah_agent.core.supervise.backoff import BackoffConfig, Restarts
+from waaah_agent.core.supervise.detect import AgentState
+from waaah_agent.core.supervise.policy import Now, Nudger, PolicyConfig, StallWatch, fingerprint
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap():

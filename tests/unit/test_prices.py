@@ -9,10 +9,10 @@ import pytest
 
 from tests.unit.test_control import started
 from waaah_agent.adapters.codex import codex_counter
-from waaah_agent.core import events as ev
+from waaah_agent.core.oneshot.run_budget import RunBudget, attempt_cost, needs_prices
+from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Price, PriceProblem, cost_of, parse
-from waaah_agent.core.run_budget import RunBudget, attempt_cost, needs_prices
-from waaah_agent.core.streams import Tokens
+from waaah_agent.core.supervise import events as ev
 from waaah_agent.core.tokens import claude_counter, gemini_counter, model_totals, record_models
 
 TRANSCRIPTS = Path(__file__).parent.parent / "fixtures" / "transcripts"

@@ -7,9 +7,9 @@ import gzip
 import json
 from pathlib import Path
 
-from waaah_agent.core.detect import fingerprint
-from waaah_agent.core.redraws import RepeatedFrames, ticking_removed
-from waaah_agent.core.screen import Screen
+from waaah_agent.core.supervise.detect import fingerprint
+from waaah_agent.core.supervise.redraws import RepeatedFrames, ticking_removed
+from waaah_agent.core.supervise.screen import Screen
 
 STREAM = Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waaah_agent.core.restore import (
+from waaah_agent.core.oneshot.restore import (
     CLOSE_TAG,
     Entry,
     Item,

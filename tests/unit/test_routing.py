@@ -8,8 +8,8 @@ import pytest
 
 from waaah_agent import settings
 from waaah_agent.core import quota as Q
-from waaah_agent.core import routing
-from waaah_agent.core.routing import Availability
+from waaah_agent.core.oneshot import routing
+from waaah_agent.core.oneshot.routing import Availability
 from waaah_agent.errors import UsageError
 
 KNOWN = {"gemini", "claude", "codex", "opencode"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from waaah_agent import adapters
-from waaah_agent.core import run_inputs as R
-from waaah_agent.core.run_inputs import InputError
+from waaah_agent.core.oneshot import run_inputs as R
+from waaah_agent.core.oneshot.run_inputs import InputError
 
 AGENT = """---
 name: reviewer

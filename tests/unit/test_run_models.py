@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from waaah_agent.core import failures as F
-from waaah_agent.core import models
 from waaah_agent.core.failures import Failure
-from waaah_agent.core.models import BadProviders, Providers, Resolution, parse, resolve, retry_model
+from waaah_agent.core.oneshot import models
+from waaah_agent.core.oneshot.models import BadProviders, Providers, Resolution, parse, resolve, retry_model
 
 KNOWN = ["claude", "codex", "gemini", "opencode"]
 BUNDLED = models.bundled(KNOWN)

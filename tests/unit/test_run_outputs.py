@@ -7,10 +7,10 @@ import pytest
 
 from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
 from waaah_agent.core import failures as F
-from waaah_agent.core import models, outputs, present
 from waaah_agent.core.failures import Failure, classify
-from waaah_agent.core.resilience import RetryConfig, default_chain, max_attempts, next_step
-from waaah_agent.core.streams import StreamSummary, Tokens, ToolActivity
+from waaah_agent.core.oneshot import models, outputs, present
+from waaah_agent.core.oneshot.resilience import RetryConfig, default_chain, max_attempts, next_step
+from waaah_agent.core.oneshot.streams import StreamSummary, Tokens, ToolActivity
 from waaah_agent.errors import ExitCode, run_exit_code
 
 ALL = tuple(RECORDED)

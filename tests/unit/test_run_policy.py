@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 import pytest
 
 from waaah_agent.core import failures as F
-from waaah_agent.core import present
-from waaah_agent.core.breaker import shaped
 from waaah_agent.core.failures import Failure
-from waaah_agent.core.resilience import (
+from waaah_agent.core.oneshot import present
+from waaah_agent.core.oneshot.breaker import shaped
+from waaah_agent.core.oneshot.resilience import (
     SHARE_FLOOR,
     Breaker,
     BreakerConfig,

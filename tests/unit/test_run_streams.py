@@ -12,7 +12,7 @@ import pytest
 from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import StreamParser, StreamSummary
+from waaah_agent.core.oneshot.streams import StreamParser, StreamSummary
 
 STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 #: The recorded streams of each pinned CLI (codex and opencode: tests/unit/test_run_streams_openai.py).

@@ -13,8 +13,8 @@ from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, parser_fo
 from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
-from waaah_agent.core.streams import Tokens
-from waaah_agent.runtime import run_attempts
+from waaah_agent.core.oneshot.streams import Tokens
+from waaah_agent.runtime.oneshot import run_attempts
 
 CLIS = ("codex", "opencode")
 ANSWER = (123, 45, 7, 168)  # the fake's usage of one model call: input, output, cached, total

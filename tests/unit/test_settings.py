@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from waaah_agent import settings
-from waaah_agent.cli import EXIT_TABLE, RUN_EXITS, app
-from waaah_agent.core.backoff import BackoffConfig
+from waaah_agent.commands.app import EXIT_TABLE, RUN_EXITS, app
 from waaah_agent.core.failures import ErrorType
-from waaah_agent.core.policy import PolicyConfig
+from waaah_agent.core.supervise.backoff import BackoffConfig
+from waaah_agent.core.supervise.policy import PolicyConfig
 from waaah_agent.errors import RUN_EXIT_BY_TYPE, ExitCode, UsageError, exit_codes, run_exit_code
-from waaah_agent.runtime.run_io import RunOptions
-from waaah_agent.runtime.startup import AgentOptions
+from waaah_agent.runtime.oneshot.run_io import RunOptions
+from waaah_agent.runtime.supervise.startup import AgentOptions
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

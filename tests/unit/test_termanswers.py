@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.night import Night
-from waaah_agent.core.events import Keys, Type
-from waaah_agent.core.termanswers import TerminalAnswers, is_report, palette
+from waaah_agent.core.supervise.events import Keys, Type
+from waaah_agent.core.supervise.termanswers import TerminalAnswers, is_report, palette
 
 IDLE = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode-1.18.33" / "idle.bin"
 

@@ -1,9 +1,9 @@
 """Escape filtering, the screen model, the clean text log and redaction."""
 
-from waaah_agent.core.escapes import MAX_PENDING, Splitter, for_pyte, split_incomplete
 from waaah_agent.core.redact import Redactor, known_secrets
-from waaah_agent.core.screen import Screen
-from waaah_agent.core.textlog import LineCleaner
+from waaah_agent.core.supervise.escapes import MAX_PENDING, Splitter, for_pyte, split_incomplete
+from waaah_agent.core.supervise.screen import Screen
+from waaah_agent.core.supervise.textlog import LineCleaner
 
 
 def test_split_keeps_an_unfinished_escape_for_later():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.core.textlog import LineCleaner
+from waaah_agent.core.supervise.textlog import LineCleaner
 
 SCREENS = Path(__file__).parent.parent / "fixtures" / "screens"
 UP, ERASE = "\x1b[1A", "\x1b[2K"

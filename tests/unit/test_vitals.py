@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from waaah_agent.core.vitals import (
+from waaah_agent.core.supervise.vitals import (
     AGENT_STATES,
     METRICS,
     Snapshot,

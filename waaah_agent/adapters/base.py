@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from waaah_agent.core.detect import ScreenRules
-from waaah_agent.core.run_inputs import CliInputs
-from waaah_agent.core.streams import StreamParser
+from waaah_agent.core.oneshot.run_inputs import CliInputs
+from waaah_agent.core.oneshot.streams import StreamParser
+from waaah_agent.core.supervise.detect import ScreenRules
 from waaah_agent.core.tokens import UsageCounter
 from waaah_agent.core.versions import ReleaseSupport
 
 if TYPE_CHECKING:
-    from waaah_agent.runtime.mcp_setup import McpGiver, PerRunHooks
+    from waaah_agent.runtime.mcp.setup import McpGiver, PerRunHooks
 
 __all__ = ["HEADLESS_ONLY_RULES", "Adapter", "Headless", "ScreenRules"]
 

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core import mcpconf, run_inputs
-from waaah_agent.core.run_inputs import CliInputs
-from waaah_agent.core.streams import StreamParser, apply_claude
+from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.oneshot import run_inputs
+from waaah_agent.core.oneshot.run_inputs import CliInputs
+from waaah_agent.core.oneshot.streams import StreamParser, apply_claude
 from waaah_agent.core.tokens import claude_counter
 from waaah_agent.core.versions import ReleaseSupport
-from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks, Persistent
+from waaah_agent.runtime.mcp.setup import PerRunConfig, PerRunHooks, Persistent
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:

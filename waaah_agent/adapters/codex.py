@@ -23,12 +23,12 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
-from waaah_agent.core import mcpconf
+from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json, loads_toml
-from waaah_agent.core.run_inputs import CliInputs
-from waaah_agent.core.streams import StreamParser, apply_codex
+from waaah_agent.core.oneshot.run_inputs import CliInputs
+from waaah_agent.core.oneshot.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
-from waaah_agent.runtime.mcp_setup import (
+from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,
     ConfigRefused,
     Finding,

@@ -8,14 +8,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core import mcpconf, run_inputs
-from waaah_agent.core.run_inputs import CliInputs
-from waaah_agent.core.streams import StreamParser, apply_gemini
+from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.oneshot import run_inputs
+from waaah_agent.core.oneshot.run_inputs import CliInputs
+from waaah_agent.core.oneshot.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.cli_home import PerRunHome
-from waaah_agent.runtime.mcp_setup import Persistent, read_json
+from waaah_agent.runtime.mcp.cli_home import PerRunHome
+from waaah_agent.runtime.mcp.setup import Persistent, read_json
 
 _SESSION_FILE = re.compile(r"session-(\d{4}-\d\d-\d\dT\d\d-\d\d)-([0-9a-f]{8})\.(jsonl?)")
 

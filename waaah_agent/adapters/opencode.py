@@ -29,11 +29,11 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
-from waaah_agent.core import mcpconf
+from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.core.run_inputs import CliInputs
-from waaah_agent.core.streams import StreamParser, apply_opencode
-from waaah_agent.runtime.mcp_setup import (
+from waaah_agent.core.oneshot.run_inputs import CliInputs
+from waaah_agent.core.oneshot.streams import StreamParser, apply_opencode
+from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,
     ConfigRefused,
     Finding,
@@ -179,7 +179,7 @@ class OpencodeMcp:
 
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
         """A waaah entry in the user's ``opencode.json`` (only its URL is used)."""
-        from waaah_agent.runtime.mcp_setup import read_json
+        from waaah_agent.runtime.mcp.setup import read_json
 
         try:
             entry = read_json(_config_dir(env) / "opencode.json").get("mcp", {}).get(mcpconf.NAME)

@@ -13,7 +13,7 @@ from datetime import datetime, tzinfo
 
 from waaah_agent.core.kinds import StrEnum
 from waaah_agent.core.limits import parse_reset
-from waaah_agent.core.streams import StreamSummary
+from waaah_agent.core.oneshot.streams import StreamSummary
 
 
 class ErrorType(StrEnum):

@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from waaah_agent.core.castjson import FACTS, UNSURE
 from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
+from waaah_agent.core.supervise.castjson import FACTS, UNSURE
 
 MASK = "[REDACTED]"
 _RAW_MASK = MASK.encode()

@@ -14,9 +14,9 @@ from typing import Any
 
 from waaah_agent.core import quota as Q
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.breakers import state_dir
+from waaah_agent.runtime.night.report import last_events
+from waaah_agent.runtime.oneshot.breakers import state_dir
 from waaah_agent.runtime.private import untrusted
-from waaah_agent.runtime.report import last_events
 from waaah_agent.runtime.safe_read import read_capped
 from waaah_agent.runtime.store import SessionStore, atomic_write, event_time
 

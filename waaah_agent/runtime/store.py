@@ -27,7 +27,7 @@ from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
 from waaah_agent.runtime.safe_read import STATE_CAP, read_capped, read_text
-from waaah_agent.runtime.send_queue import SendQueue
+from waaah_agent.runtime.supervise.send_queue import SendQueue
 
 log = logging.getLogger(__name__)
 

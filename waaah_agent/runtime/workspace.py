@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waaah_agent.core import names
-from waaah_agent.core.run_inputs import split_front_matter
+from waaah_agent.core.oneshot.run_inputs import split_front_matter
 from waaah_agent.errors import UsageError, WorkflowNotFound
 from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text, why
 

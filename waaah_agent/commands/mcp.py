@@ -1,0 +1,147 @@
+"""`waaah mcp install` / `uninstall`: a waaah entry in a CLI's own settings, when the user asks.
+
+`waaah agent` never needs one (each run gets the server per run); this is for plain runs of the
+CLI elsewhere. Each edit keeps every other key, writes a timestamped backup first and replaces
+the file atomically (runtime/mcp_setup.py).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from waaah_agent import settings
+from waaah_agent.commands.options import _flag_only
+from waaah_agent.commands.running import _exit
+from waaah_agent.errors import UsageError
+
+if TYPE_CHECKING:
+    from waaah_agent.runtime.mcp.setup import Persistent
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="Keep a waaah MCP entry in a CLI's own settings for plain runs (waaah agent needs none).",
+    no_args_is_help=True,
+)
+
+AGENT = typer.Option("--agent", help="The CLI whose settings get the entry: gemini or claude.")
+
+
+def _persistent(agent: str) -> Persistent:
+    from waaah_agent import adapters
+
+    adapter = adapters.registry().get(agent)
+    giver = adapter.mcp if adapter is not None else None
+    if giver is None or giver.persistent is None:
+        have = [n for n, a in adapters.registry().items() if a.mcp is not None and a.mcp.persistent]
+        raise UsageError(f"no MCP settings of {agent} that waaah can edit; choose one of: {', '.join(have)}")
+    return giver.persistent
+
+
+@mcp_app.command()
+def install(
+    agent: Annotated[str, AGENT] = "gemini",
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).", show_default=False
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", help="Written into the entry (the file becomes 0600).", show_default=False),
+    ] = None,
+) -> None:
+    """Add (or update) the waaah entry in the CLI's own settings file, with a backup."""
+    from waaah_agent.runtime.mcp import setup as mcp_setup
+
+    def go() -> int:
+        persistent = _persistent(agent)
+        env = dict(os.environ)
+        url = server or env.get(settings.SERVER_URL) or settings.DEFAULT_SERVER_URL
+        key = api_key or env.get(settings.API_KEY)
+        entry = persistent.entry(mcp_setup.PROXY_COMMAND, url, key)
+        choice = mcp_setup.ServerChoice(url, key, "--server" if server else "default")
+        notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
+        for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
+            print(f"waaah: {note}")
+        return 0
+
+    _exit(go)
+
+
+@mcp_app.command()
+def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
+    """Remove the waaah entry from the CLI's own settings file, with a backup."""
+    from waaah_agent.runtime.mcp import setup as mcp_setup
+
+    def go() -> int:
+        persistent = _persistent(agent)
+        path = persistent.path(dict(os.environ))
+        notes = mcp_setup.remove_entry(path, datetime.now(), persistent.limit)
+        for note in notes or [f"{path} holds no waaah entry"]:
+            print(f"waaah: {note}")
+        return 0
+
+    _exit(go)
+
+
+@mcp_app.command()
+def settle() -> None:
+    """Carry back what gemini wrote in the per-run homes no running session holds (left by a
+    killed supervisor, or kept because something could not be carried), then remove them. A file
+    that differs from yours is put beside it (NAME.waaah-<home>). Exit 1 when one is still kept."""
+    from waaah_agent import adapters
+    from waaah_agent.runtime.mcp import homes
+    from waaah_agent.runtime.mcp.cli_home import PerRunHome
+
+    def go() -> int:
+        env = dict(os.environ)
+        givers = [a.mcp for a in adapters.registry().values() if isinstance(a.mcp, PerRunHome)]
+        notes = [note for giver in givers for note in giver.settle_leftovers(env, everything=True)]
+        for note in notes or [f"no home left to settle in {homes.homes_root(env)}"]:
+            print(f"waaah: {note}")
+        return 1 if homes.leftovers(env) else 0
+
+    _exit(go)
+
+
+def mcp_proxy(
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar=settings.SERVER_URL,
+            callback=_flag_only,
+            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
+    ] = None,
+    agent_id: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-id", envvar=settings.AGENT_ID, callback=_flag_only, help="Agent id filled into calls."
+        ),
+    ] = None,
+    inbox: Annotated[
+        Path | None,
+        typer.Option(
+            "--inbox",
+            envvar=settings.INBOX,
+            callback=_flag_only,
+            help="File that receives one JSON line per tool call.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
+    from waaah_agent.runtime.mcp import proxy
+
+    given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
+    _exit(lambda: proxy.run(given))

@@ -1,0 +1,272 @@
+"""The vocabulary of the supervisor machine: the events it is fed and the actions it returns.
+
+Plain frozen values, so a test can script a whole night as a list of events and compare the
+actions with ``==``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Protocol
+
+from waaah_agent.core.mcp.inbox_records import ControlRecord, HookRecord, TapRecord
+from waaah_agent.core.supervise.detect import Reading
+
+CTRL_C = (b"\x03", b"\x1b[99;5u")  # plain, and the kitty keyboard protocol's form
+
+
+class StopReason(str, Enum):
+    """Why a run of the agent ended."""
+
+    AGENT_EXIT = "agent-exit"  # the agent exited on its own
+    USER = "user"  # save and exit from the Ctrl+C menu
+    SIGNAL = "signal"  # SIGTERM, SIGHUP, SIGINT
+    LOGIN = "login"
+    TERMINAL_CLOSED = "terminal-closed"
+    STALLED = "stalled"  # still stuck after Esc: restart
+    RESTART = "restart"  # EVICT RESTART from the server
+    EVICT = "evict"  # EVICT SHUTDOWN
+    GAVE_UP = "gave-up"  # the restart budget is spent
+    BUDGET = "budget"  # --max-tokens reached: stopped once the task in hand was done
+    REJECTED = "rejected-arguments"  # the CLI refused its command line at once: configuration
+
+
+class Due(Enum):
+    """The machine's own deadlines (the shell's relay timers are its own business)."""
+
+    STALL = "stall"
+    LIMIT = "limit"
+    MENU = "menu"
+    KILL = "kill"
+
+
+class ExitInfo(Protocol):
+    """How the child process ended (``runtime.child.ExitStatus``)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def code(self) -> int | None: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run of the agent ended."""
+
+    reason: StopReason
+    status: ExitInfo | None = None
+    detail: str = ""
+    reached_prompt: bool = True  # the CLI showed its prompt (or worked) before the run ended
+
+
+@dataclass(frozen=True)
+class Instant:
+    """The time an event happened: monotonic seconds for deadlines, the wall clock for people."""
+
+    mono: float
+    wall: datetime  # timezone-aware
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Began:
+    """The run started (the child is spawned, the loop is about to wait)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A fresh reading of the screen; ``last_output`` is when the agent last wrote anything."""
+
+    reading: Reading
+    last_output: float
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The user typed ``data``."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed: deadlines at or before now are due."""
+
+
+@dataclass(frozen=True)
+class ChildExited:
+    """The agent process is gone (its last output already drained)."""
+
+    status: ExitInfo | None
+
+
+@dataclass(frozen=True)
+class StopAsked:
+    """A stop signal came, or the terminal went away."""
+
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class ServerChanged:
+    ok: bool
+    detail: str
+    url: str
+
+
+@dataclass(frozen=True)
+class AgentStatusChanged:
+    status: str | None  # the WAAAH server's WAITING / PROCESSING / OFFLINE ...
+
+
+@dataclass(frozen=True)
+class TokensCounted:
+    """The session's token totals, read again from the CLI's transcript on the slow timer."""
+
+    total: int
+    limit: int | None  # --max-tokens; None: no budget
+    cost: float | None = None  # US dollars at the user's prices (None: no --max-cost)
+    cost_limit: float | None = None  # --max-cost
+
+
+@dataclass(frozen=True)
+class Resized:
+    cols: int
+    rows: int
+
+
+Event = (
+    Began
+    | Observed
+    | Keys
+    | TapRecord  # the MCP proxy: a tool call starts or ends
+    | HookRecord  # one of the CLI's own hooks fired (claude: UserPromptSubmit, Stop, ...)
+    | ControlRecord  # the user, from another shell: send, pause, resume, stop
+    | Tick
+    | ChildExited
+    | StopAsked
+    | ServerChanged
+    | AgentStatusChanged
+    | Resized
+    | TokensCounted
+)
+
+# -- actions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Type:
+    """Write ``data`` to the agent (its PTY's write queue)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Look:
+    """Read the screen again no later than ``at`` (and feed the reading back)."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """A line for ``events.jsonl``."""
+
+    name: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the text log (never the agent's screen)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Say:
+    """A line for the user outside the agent's screen (headless: stdout)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Title:
+    """The terminal title (on a terminal). A held title stays over the agent's own titles until
+    the next Title; one not held gives the title back to the agent."""
+
+    text: str
+    hold: bool = False
+
+
+@dataclass(frozen=True)
+class Save:
+    """Persist these session.json fields now."""
+
+    changes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Enqueue:
+    """Keep this prompt of `waaah send` at the end of the session's queue (beside session.json)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Dequeue:
+    """The oldest prompt of the queue is typed (or given up on): drop it."""
+
+
+@dataclass(frozen=True)
+class SignalAgent:
+    """Signal the agent's process group: SIGTERM, or SIGKILL when ``kill``."""
+
+    kill: bool = False
+
+
+@dataclass(frozen=True)
+class Menu:
+    """Show (``open``) or remove the Ctrl+C menu; on removal the agent's screen is repainted."""
+
+    open: bool
+
+
+@dataclass(frozen=True)
+class HideInput:
+    """A secret-entry screen came (``hidden``) or went: record ``[input hidden]``, not its echo."""
+
+    hidden: bool
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The run is over."""
+
+    outcome: Outcome
+
+
+Action = (
+    Type
+    | Look
+    | Record
+    | Notice
+    | Say
+    | Title
+    | Save
+    | Enqueue
+    | Dequeue
+    | SignalAgent
+    | Menu
+    | HideInput
+    | Finish
+)

@@ -1,0 +1,276 @@
+"""`waaah run`: one prompt through a CLI's headless JSON-stream mode, one envelope out.
+
+This module sets a run up and ends it: the inputs (runtime/run_inputs.py), a restored run's
+replay (runtime/run_trees.py), the session to continue, the agent and its fallback chain (the
+routing table), the budget and the models (providers files), the run log's start record; then
+runtime/run_attempts.py walks the chain, and the envelope is printed (json, text, llm, or the
+--stream lines). Decisions are pure, in core/; --dry-run stops before the log is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import IO
+
+from waaah_agent import settings
+from waaah_agent.core import failures as F
+from waaah_agent.core import names
+from waaah_agent.core.oneshot import models, outputs, present
+from waaah_agent.core.oneshot.run_budget import RunBudget, needs_prices
+from waaah_agent.core.oneshot.run_inputs import ticket_name
+from waaah_agent.core.oneshot.streams import Tokens
+from waaah_agent.core.prices import Prices
+from waaah_agent.core.redact import Redactor, known_secrets
+from waaah_agent.errors import CliNotFound, LoginRequired, SessionNotFound, UsageError, WaaahError
+from waaah_agent.runtime import price_file
+from waaah_agent.runtime.oneshot import providers, routes, run_inputs, run_trees, runlog
+from waaah_agent.runtime.oneshot.headless import Interrupted
+from waaah_agent.runtime.oneshot.run_attempts import Chain, pick
+from waaah_agent.runtime.oneshot.run_io import (
+    InvalidPrompt,
+    RunOptions,
+    ms,
+    show,
+    show_failure,
+)
+from waaah_agent.runtime.oneshot.run_stream import LineOut
+from waaah_agent.runtime.private import check_state
+from waaah_agent.runtime.workspace import workspace_root
+
+
+def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
+    """The whole `waaah run`; prints the result and returns the process exit code."""
+    started = time.monotonic()
+    deadline = started + opts.timeout
+    if opts.stream and opts.format != "json":
+        raise UsageError(f"--stream prints JSON lines: it needs --format json, not --format {opts.format}")
+    for flag, given in (
+        ("--session", opts.session),
+        ("--resume", opts.resume),
+        ("--resume-tree", opts.resume_tree),
+    ):
+        if given is not None and (refused := names.refusal(f"{flag} id", given.strip())):
+            raise UsageError(refused)  # an id names a log file and goes to the CLI as an argument
+    workspace = workspace_root(opts.workspace)
+    check_state(workspace / ".waaah")  # runs and sessions someone else could have planted: not read
+    run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
+    restored = run_trees.for_run(opts, workspace)
+    warnings: list[str] = []
+    try:
+        prepared = run_inputs.prepare(
+            opts, workspace, stdin, warnings, lambda text: run_trees.with_replay(text, restored)
+        )
+    except InvalidPrompt as bad:
+        return run_inputs.refuse(bad, opts, out, err, started, env)
+    prompt, task, context_source = prepared.prompt, prepared.task, prepared.context_source
+    resumed = runlog.find_run(workspace, opts.session) if opts.session else None
+    if opts.session and resumed is None:
+        supervised = next(
+            (n for n in runlog.nodes(workspace) if n.kind == "session" and n.id == opts.session), None
+        )
+        if supervised is not None:  # listed by `waaah sessions`, but not a conversation of waaah run
+            raise SessionNotFound(
+                f"--session {opts.session} is a supervised session, not a run: carry it on with "
+                f"waaah agent --start={supervised.agent} --resume {opts.session}, or give it to a new run "
+                f"as context with --resume-tree {opts.session}"
+            )
+        raise SessionNotFound(
+            f"unknown session id '{opts.session}': no run with that id in {runlog.runs_root(workspace)} "
+            "(see: waaah sessions)"
+        )
+    if resumed is not None and opts.agent and resumed.agent and opts.agent != resumed.agent:
+        raise SessionNotFound(  # the other CLI would only say it knows no such session
+            f"--session {opts.session} is a {resumed.agent} conversation, which {opts.agent} cannot "
+            f"continue: drop --agent {opts.agent}, or give {opts.agent} that run as context with "
+            f"--resume {opts.session}"
+        )
+    routed, fallback, route_note = None, list(opts.fallback), None
+    if opts.role and not opts.agent and resumed is None:  # --agent and --session win over --role
+        routed, chain_rest, route_note = routes.for_run(
+            opts.role, task, env, workspace, opts.breaker_cooldown
+        )
+        fallback = fallback or chain_rest
+    earlier_agent = resumed.agent if resumed else (restored.agent if restored and not routed else None)
+    primary = settings.run_agent_name(opts.agent, earlier_agent, env, routed)
+    pick(primary)
+    # No chain given (nor routed): the other CLIs usable now follow, unless --no-fallback. A
+    # continued conversation (--session) stays with its CLI: another one would not have it.
+    chain_source = "given" if opts.fallback else "routed" if fallback else "none"
+    if not fallback and not opts.role and resumed is None and opts.default_fallback:
+        fallback = routes.default_fallback(primary, env, workspace, opts.breaker_cooldown)
+        chain_source = "default" if fallback else "none"
+    chain = list(dict.fromkeys([primary, *fallback]))
+    for name in chain:
+        pick(name)
+    budget = RunBudget(opts.max_tokens, opts.max_cost)
+    budget_shown = budget.to_json(Tokens(), None, "") if budget else None
+    prices = Prices({})
+    if budget.max_cost is not None:  # a CLI that reports no cost needs the table: one line if none
+        needed = needs_prices(budget, chain)
+        prices = price_file.required(env, "--max-cost") if needed else price_file.load(env)[0]
+    layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
+    parent = settings.parent_id(opts.parent, env)
+    if parent and not runlog.known_id(workspace, parent):
+        if opts.parent:
+            raise SessionNotFound(
+                f"unknown parent id '{parent}': no run or supervised session with that id in {workspace} "
+                "(see: waaah sessions)"
+            )
+        parent = ""  # an inherited id from another workspace: not ours to link
+    try:  # each CLI's skill, prompt size, permission and temperature flags
+        run_inputs.plan_chain(chain, prepared, opts, workspace, env, warnings)
+    except InvalidPrompt as bad:
+        return run_inputs.refuse(bad, opts, out, err, started, env)
+    for warning in warnings:
+        print(f"waaah: warning: {warning}", file=err)
+    resume_id = ""
+    if resumed is not None and opts.session:
+        named = opts.session in resumed.session_ids
+        resume_id = opts.session if named or not resumed.session_ids else resumed.session_ids[-1]
+    if opts.inputs.dry_run:
+        return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, budget_shown)
+    redact = Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
+    # The log keeps the id it was created with; the CLI session to continue is the one named, or
+    # (when the log id was given) the last one the log recorded. They differ for CLIs that pick
+    # their own session ids (codex, opencode). A ticket id names a new log: <ticket>_<uuid>.
+    ticket = ticket_name(opts.ticket)
+    fresh = str(uuid.uuid4())
+    log_id = resumed.id if resumed else f"{ticket}_{fresh}" if ticket else fresh
+    log_path = resumed.path if resumed else runlog.new_log_path(workspace, log_id, datetime.now())
+    echo = (lambda line: print(f"waaah: debug: {line}", file=err, flush=True)) if opts.verbose else None
+    log = runlog.RunLog(log_path, redact, echo)
+    log.write(
+        "start",
+        warnings=warnings or None,
+        prompt=prompt,
+        agent=primary,
+        model=opts.model,
+        model_resolution=models.resolve(primary, opts.model, True, layers).text(),
+        parent_id=parent or None,
+        session=opts.session,
+        fallback=chain[1:],
+        fallback_source=chain_source,
+        route=route_note,
+        ticket=opts.ticket or None,
+        context=context_source or None,
+        restored_from=restored.to_log() if restored else None,
+        timeout_s=opts.timeout,
+        budget=budget_shown,
+        cwd=str(workspace),
+    )
+    lines = LineOut(out if opts.stream else None, redact)  # --stream: the start line at once
+    lines.start(
+        log_id=log_id,
+        agent=primary,
+        parent_id=parent or None,
+        fallback=chain[1:],
+        session=opts.session,
+        model=opts.model,
+        log_path=str(log_path),
+    )
+    run = Chain(
+        opts, env, workspace, log, redact, deadline, log_id, resume_id,
+        budget=budget, prices=prices, layers=layers, lines=lines,
+    )  # fmt: skip
+    run.warnings.extend(warnings)
+    try:
+        try:
+            envelope = run.through(chain, prompt)
+        except Interrupted:
+            run.breakers.release()
+            envelope = run.envelope(F.INTERRUPTED, f"{_stopped_by[0]}: the run and its CLI were stopped")
+        envelope.update(
+            parent_id=parent or None, log_path=str(log_path), duration_ms=ms(time.monotonic() - started)
+        )
+        if restored:
+            envelope["restored_from"] = restored.root
+        if run.warnings:
+            envelope["warnings"] = list(run.warnings)
+        raw = run.last[1].response if run.last else ""
+        log.write(
+            "end",
+            envelope=envelope,
+            response_raw=raw if envelope["ok"] and raw != envelope["response"] else None,
+        )
+    finally:
+        log.close()
+    # The CLI's answer is never lost: a run log that could not be written is said, not fatal.
+    if log.error:
+        envelope["log_error"] = log.error
+        print(f"waaah: warning: {log.error}; the answer is only in this output", file=err)
+    for warning in run.warnings[len(warnings) :]:
+        print(f"waaah: warning: {warning}", file=err)
+    if opts.stream:
+        lines.envelope(envelope)
+    else:
+        show(envelope, run.last_stderr, opts.format, log_path, out, redact, opts.llm_max_lines)
+    if envelope.get("error"):
+        where = log_path if not log.error else "none"
+        print(f"waaah: {envelope['error_kind']}: {envelope['error']} (log: {where})", file=err)
+    return int(envelope["exit_code"])
+
+
+def main(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[str], err: IO[str]) -> int:
+    """:func:`execute`, and for a run that fails before its chain starts (a usage error, an
+    unknown session, a log folder that cannot be made, Ctrl+C while setting up) the envelope
+    too, before the error goes on to its one line on stderr and its exit code."""
+    started = time.monotonic()
+    try:
+        return execute(opts, env, stdin, out, err)
+    except WaaahError as bad:
+        failed: tuple[F.ErrorType, str, int] = (_kind_of(bad), str(bad), bad.exit_code)
+        problem: BaseException = bad
+    except KeyboardInterrupt as stop:
+        failed = (F.INTERRUPTED, f"{_stopped_by[0]}: the run was stopped before any CLI started", 130)
+        problem = stop
+    except Exception as bug:  # a defect of ours: the envelope still, then the traceback
+        failed = (F.UNKNOWN, f"internal error: {type(bug).__name__}: {bug}", 1)
+        problem = bug
+    kind, message, code = failed
+    envelope = outputs.failure_envelope(
+        kind,
+        message,
+        code,
+        version=present.ENVELOPE_VERSION,
+        agent=opts.agent or "",
+        model=opts.model,
+        skill=opts.inputs.skill,
+    )
+    envelope["duration_ms"] = ms(time.monotonic() - started)
+    with contextlib.suppress(OSError):
+        show_failure(
+            envelope, opts, out, Redactor(known_secrets(settings.with_private({**env, **opts.cli_env})))
+        )
+    raise problem
+
+
+def _kind_of(bad: WaaahError) -> F.ErrorType:
+    """The envelope's error type of an error raised while a run was set up."""
+    if isinstance(bad, UsageError):
+        return F.INVALID_INPUT
+    if isinstance(bad, SessionNotFound):
+        return F.INVALID_SESSION
+    if isinstance(bad, CliNotFound):
+        return F.CRASH
+    if isinstance(bad, LoginRequired):
+        return F.AUTH
+    return F.UNKNOWN  # our own files (exit 8) or anything else: exit_code says which
+
+
+#: What interrupted the run, for its error: Ctrl+C unless a SIGTERM came.
+_stopped_by = ["Ctrl+C"]
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM stops a run the way Ctrl+C does (the CLI's group is killed, the log kept)."""
+
+    def handler(signum: int, frame: object) -> None:
+        _stopped_by[0] = "SIGTERM"
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,132 @@
+"""The agent process: spawned under a PTY in its own session, written to through a queue.
+
+Only the PID we spawned (and its process group, which it leads) is signalled while it runs;
+what it leaves behind when it exits is ended by ``runtime/reaper.py`` (we are its subreaper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ptyprocess import PtyProcess
+
+from waaah_agent.errors import CliNotFound
+from waaah_agent.runtime import reaper
+from waaah_agent.runtime.supervise.writeq import WriteQueue
+
+PR_SET_PDEATHSIG = 1
+READ_SIZE = 65536
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: if the supervisor dies (even by SIGKILL), so does the agent."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # Not Linux: the PTY hang-up on our exit still reaches the session.
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    code: int | None
+    signal: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {signal.Signals(self.signal).name}"
+        return f"exit code {self.code}"
+
+
+class AgentProcess:
+    """A PTY child with a non-blocking master and a write queue."""
+
+    def __init__(self, proc: PtyProcess) -> None:
+        self._proc = proc
+        self.fd: int = proc.fd
+        self.pid: int = proc.pid
+        self.start: int = reaper.start_time(proc.pid) or 0  # names the process with its pid
+        self._out = WriteQueue()
+        os.set_blocking(self.fd, False)
+
+    @classmethod
+    def spawn(
+        cls, argv: Sequence[str], cwd: str, env: Mapping[str, str], size: tuple[int, int]
+    ) -> AgentProcess:
+        cols, rows = size
+        reaper.become_subreaper()  # what the agent leaves behind is re-parented to us
+        try:
+            proc = PtyProcess.spawn(
+                list(argv), cwd=cwd, env=dict(env), dimensions=(rows, cols), preexec_fn=_die_with_parent
+            )
+        except FileNotFoundError as err:
+            raise CliNotFound(f"{argv[0]} not found: {err}") from err
+        return cls(proc)
+
+    # -- output ------------------------------------------------------------------------
+    def read(self) -> bytes | None:
+        """Bytes available now; b"" if none; None once the PTY is closed (child gone)."""
+        try:
+            return os.read(self.fd, READ_SIZE)
+        except BlockingIOError:
+            return b""
+        except OSError as err:
+            if err.errno == errno.EIO:  # Linux: slave side closed
+                return None
+            raise
+
+    # -- input -------------------------------------------------------------------------
+    def queue(self, data: bytes) -> None:
+        self._out.add(data)
+
+    @property
+    def wants_write(self) -> bool:
+        return bool(self._out)
+
+    def flush(self) -> None:
+        """Write what the PTY takes now; keep the rest (partial writes included)."""
+        try:
+            self._out.write_to(self.fd)
+        except OSError as err:
+            if err.errno not in (errno.EIO, errno.EBADF):
+                raise
+            self._out.clear()  # the child is gone: nobody will read these keys
+
+    # -- control -----------------------------------------------------------------------
+    def set_size(self, cols: int, rows: int) -> None:
+        try:
+            self._proc.setwinsize(rows, cols)
+        except OSError:
+            pass  # the child is gone; nothing to resize
+
+    def alive(self) -> bool:
+        return bool(self._proc.isalive())
+
+    def status(self) -> ExitStatus:
+        return ExitStatus(self._proc.exitstatus, self._proc.signalstatus)
+
+    def signal_group(self, signum: int) -> None:
+        """Signal the agent's process group (it leads its own session, so pgid == pid)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signum)
+            if signum == signal.SIGTERM:  # a stopped agent (SIGSTOP, Ctrl+Z) acts on it only once running
+                os.killpg(self.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        try:
+            self._proc.close(force=True)
+        except Exception:  # noqa: BLE001 - closing must never mask the real exit reason
+            pass

@@ -1,0 +1,203 @@
+"""The session inbox: JSON lines appended by our MCP proxy (and CLI hooks), read by the loop.
+
+watchdog's observer thread only posts a wake-up to the loop's mailbox; the loop itself
+reads the new complete lines from its own offset, so a line is never read twice or half.
+Each line becomes a typed record (core/inbox_records.py); a line that is not one is skipped.
+
+The file is anyone's to get wrong, and the loop must never wait on it: it is opened without
+blocking and only as a regular file (a FIFO, a directory or a symlink there is one line in the
+log, then ignored until it is a file again); a line over :data:`MAX_LINE` is skipped to its end
+and one nested too deep is malformed. The file stays open between reads, so a removed and
+re-created inbox is a new inode (the old one cannot be reused while it is held): what the old
+one still had is read, then the new one from its start, as is a file cut shorter than the offset.
+The loop takes a few records per wake-up (:meth:`Inbox.read_new` with a limit, :attr:`more`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from pathlib import Path
+
+from watchdog.events import (
+    DirCreatedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+from waaah_agent.core.mcp.inbox_records import InboxRecord, parse
+from waaah_agent.core.nesting import loads_json
+from waaah_agent.runtime.safe_read import open_regular, why
+from waaah_agent.runtime.supervise.background import Mailbox
+
+log = logging.getLogger(__name__)
+MAX_READ = 1024 * 1024  # bytes read at a time
+MAX_LINE = MAX_READ  # a longer line is no record of ours: skipped
+_HEAD = b'{"ts": '  # how every writer's line begins (core/inbox_records.py: to_json)
+
+
+class _Wake(FileSystemEventHandler):
+    def __init__(self, path: Path, mailbox: Mailbox) -> None:
+        self._name = path.name
+        self._mailbox = mailbox
+
+    # Only writes count: reacting to open/close events would wake us for our own reads,
+    # in an endless loop.
+    def on_modified(self, event: FileSystemEvent) -> None:
+        self._wake(event.src_path)
+
+    def on_created(self, event: FileSystemEvent) -> None:
+        self._wake(event.src_path)
+
+    def on_moved(self, event: FileSystemEvent) -> None:
+        self._wake(event.dest_path)
+
+    def _wake(self, path: bytes | str) -> None:
+        if Path(os.fsdecode(path)).name == self._name:
+            self._mailbox.post("inbox")
+
+
+class Inbox:
+    """Tails ``inbox.jsonl`` from where it left off."""
+
+    def __init__(self, path: Path, mailbox: Mailbox) -> None:
+        self.path = path
+        self.more = False  # read_new left lines for the next call
+        self._fd: int | None = None
+        self._offset = 0
+        self._skipping = False  # inside a line over MAX_LINE: up to its end is dropped
+        self._lines: deque[bytes] = deque()
+        self._trouble = ""  # what is wrong with the path, logged once
+        if self._open():  # older runs' lines are history
+            assert self._fd is not None
+            self._offset = os.fstat(self._fd).st_size
+        self._observer = Observer()
+        # Writes, creations and moves only: inotify then leaves out the opens and closes of every
+        # file in the folder (events.jsonl is opened for each event), work the thread never sees.
+        wanted: list[type[FileSystemEvent]] = [
+            FileModifiedEvent,
+            FileCreatedEvent,
+            FileMovedEvent,
+            DirCreatedEvent,  # a folder made in its place: said once, then ignored
+            DirMovedEvent,
+        ]
+        self._observer.schedule(_Wake(path, mailbox), str(path.parent), recursive=False, event_filter=wanted)
+
+    def start(self) -> None:
+        self._observer.daemon = True
+        self._observer.start()
+
+    def stop(self) -> None:
+        self._observer.stop()
+        self._close()
+
+    def read_new(self, limit: int = 1 << 30) -> list[InboxRecord]:
+        """The records of the new complete lines, at most ``limit`` (:attr:`more`: others wait)."""
+        if not self._lines:
+            self._fill()
+        records: list[InboxRecord] = []
+        while self._lines and len(records) < limit:
+            record = self._record(self._lines.popleft())
+            if record is not None:
+                records.append(record)
+        self.more = bool(self._lines) or self.more
+        return records
+
+    # -- the file ----------------------------------------------------------------------------
+    def _open(self) -> bool:
+        try:
+            self._fd = open_regular(self.path, follow=False)
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError) as err:
+            self._say(
+                f"cannot read the inbox {self.path} ({why(err)}): its commands are ignored until it is a file"
+            )
+            return False
+        self._trouble = ""
+        return True
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _say(self, trouble: str) -> None:
+        if trouble != self._trouble:
+            self._trouble = trouble
+            log.warning("%s", trouble)
+
+    def _replaced(self) -> bool:
+        """Whether the path is no longer the file held open (removed, re-created, moved)."""
+        assert self._fd is not None
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        held = os.fstat(self._fd)
+        return (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino)
+
+    def _fill(self) -> None:
+        """Read the next chunk of complete lines into ``_lines``."""
+        self.more = False
+        if self._fd is None:
+            if not self._open():
+                return
+            self._offset, self._skipping = 0, False  # a new file: from its start
+        assert self._fd is not None
+        if os.fstat(self._fd).st_size < self._offset:  # cut shorter in place
+            log.warning("the inbox %s was truncated: read from its start", self.path)
+            self._offset, self._skipping = 0, False
+        chunk = self._read()
+        if not chunk and self._replaced():  # the old file is read to its end: on to the new one
+            self._close()
+            self.more = True
+            return
+        end = chunk.rfind(b"\n") + 1  # only complete lines; the rest is read next time
+        if self._skipping:
+            if end == 0:
+                self._offset += len(chunk)
+                self.more = len(chunk) == MAX_READ
+                return
+            cut = chunk.index(b"\n") + 1
+            self._offset += cut
+            chunk, end, self._skipping = chunk[cut:], end - cut, False
+        if end == 0 and len(chunk) >= MAX_LINE:
+            log.warning("skipping an inbox line over %d bytes in %s", MAX_LINE, self.path)
+            self._offset += len(chunk)
+            self._skipping = self.more = True
+            return
+        self._offset += end
+        self._lines.extend(chunk[:end].splitlines())
+        self.more = len(chunk) == MAX_READ
+
+    def _read(self) -> bytes:
+        assert self._fd is not None
+        try:
+            return os.pread(self._fd, MAX_READ, self._offset)
+        except OSError as err:
+            self._say(f"cannot read the inbox {self.path} ({why(err)})")
+            return b""
+
+    # -- a line ------------------------------------------------------------------------------
+    def _record(self, line: bytes) -> InboxRecord | None:
+        if not line.strip():
+            return None
+        try:
+            record = parse(loads_json(line))
+        except ValueError as err:
+            # Half a line left by a failed write, then a whole one: the whole one is kept.
+            start = line.rfind(_HEAD)
+            if start > 0:
+                return self._record(line[start:])
+            log.warning("ignoring a malformed inbox line in %s (%s)", self.path, str(err)[:100])
+            return None
+        if record is None:
+            log.warning("ignoring a malformed inbox line in %s", self.path)
+        return record

@@ -1,0 +1,466 @@
+"""Session logs: clean timestamped text for grep/less, and a lossless asciicast v2 record.
+
+Writes are buffered (an unbuffered write per chunk costs real CPU at high output rates)
+and flushed by the loop's timer and at close. Each file rolls over at ``max_bytes`` into
+numbered parts that are compressed in the background and kept within the session's disk budget
+(``runtime/parts.py``), and only the newest ``keep`` sessions per agent are kept, so a whole
+night is kept and still cannot fill the disk.
+A disk that fills up anyway costs log lines, never the session: see ``RollingFile``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.redact import Redactor
+from waaah_agent.core.supervise.castjson import escaped
+from waaah_agent.core.supervise.redraws import RepeatedFrames
+from waaah_agent.core.supervise.textlog import LineCleaner
+from waaah_agent.runtime.night.report import is_live
+from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.store import CorruptSession, SessionStore
+from waaah_agent.runtime.supervise.parts import DEFAULT_BUDGET, Compressor, lines_of, next_part, parts_of
+
+log = logging.getLogger(__name__)
+
+BUFFER = 64 * 1024
+# Bytes per second turned into clean text lines (~60-100 ms of CPU per MB of agent text, so at
+# most ~2.5 % of a core). A flood beyond this (a dumped file, a build log) goes only to the
+# lossless .cast, and the .log says how much it left out.
+HIDDEN = "[input hidden]"
+CLEAN_PER_SECOND = 256 * 1024
+WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
+BATCH = 64 * 1024  # output recorded together at most ...
+BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
+HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
+RETRY_AFTER = 10.0  # seconds a log file that could not be written waits before trying again
+
+
+def stamp(now: datetime) -> str:
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+class RollingFile:
+    """An append-only file that rolls over to ``.1``, ``.2``... (oldest first) when it grows too
+    big; ``on_roll`` gets each rolled part (to compress it).
+
+    A failed write (disk full, file too large) never reaches the caller: the supervisor's
+    job is the agent, not its logs. One warning says why; the file is closed and cut back to
+    its last whole line (half a line would break the .cast for every player); what it could
+    not take is counted in ``lost``; RETRY_AFTER seconds later it is written again.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int,
+        header: bytes = b"",
+        clock: Callable[[], float] = time.monotonic,
+        on_roll: Callable[[Path], None] | None = None,
+    ) -> None:
+        self.path = path
+        self._on_roll = on_roll
+        self._max = max_bytes
+        self._header = header
+        self._clock = clock
+        self.lost = 0  # bytes that could not be written (reset by whoever reports them)
+        self.failing: OSError | None = None  # the error while the file is out of action
+        self._retry_at = 0.0
+        self._size = 0  # bytes in the file, its buffer included
+        self._fh: IO[bytes] | None = self._open()
+
+    def _open(self) -> IO[bytes]:
+        fh = self.path.open("ab", buffering=BUFFER)
+        os.chmod(self.path, 0o600)
+        self._size = os.fstat(fh.fileno()).st_size
+        if not self._size and self._header:
+            fh.write(self._header)
+            self._size = len(self._header)
+        return fh
+
+    def write(self, data: bytes, *more: bytes) -> None:
+        """Append ``data`` (and ``more``: the pieces of one line, written without joining them)."""
+        size = len(data) + sum(map(len, more))
+        if self._fh is None and not self._reopen():
+            self.lost += size
+            return
+        try:
+            if self._size + size > self._max and self._size > len(self._header):
+                self._roll()
+            assert self._fh is not None
+            self._fh.write(data)
+            for piece in more:
+                self._fh.write(piece)
+            self._size += size
+        except OSError as err:
+            self.lost += size
+            self._fail(err)
+
+    def _roll(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()
+        part = next_part(self.path)
+        os.replace(self.path, part)
+        if self._on_roll is not None:
+            self._on_roll(part)
+        self._fh = self._open()
+
+    def _fail(self, err: OSError) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()  # closes the file even when the flush of its buffer fails
+        try:
+            cut_to_last_line(self.path)  # valid as it stands, even if nothing more is written
+            kept = self.path.stat().st_size
+        except OSError:
+            kept = self._size
+        self.lost += max(0, self._size - kept)  # what the buffer held, and half a line
+        self._size = kept
+        if self.failing is None:
+            log.warning(
+                "cannot write %s (%s); the session goes on, the log misses output meanwhile", self.path, err
+            )
+        self.failing = err
+        self._retry_at = self._clock() + RETRY_AFTER
+
+    def _reopen(self) -> bool:
+        """After a failure, at the retry time: open again."""
+        if self._clock() < self._retry_at:
+            return False
+        try:
+            self._fh = self._open()
+        except OSError as err:
+            self._fail(err)
+            return False
+        log.warning("writing %s again (%d bytes could not be written)", self.path, self.lost)
+        self.failing = None
+        return True
+
+    def flush(self) -> None:
+        if self._fh is None and not self._reopen():
+            return
+        try:
+            assert self._fh is not None
+            self._fh.flush()
+        except OSError as err:
+            self._fail(err)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError as err:
+                self._fail(err)
+            self._fh = None
+
+
+def cut_to_last_line(path: Path, step: int = 65536) -> None:
+    """Truncate ``path`` after its last newline (a write cut short leaves half a line)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    with path.open("r+b") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - step)
+            fh.seek(start)
+            at = fh.read(end - start).rfind(b"\n")
+            if at >= 0:
+                end = start + at + 1
+                break
+            end = start
+        if end < size:
+            fh.truncate(end)
+
+
+class SessionLogs:
+    """The two log files of one supervised run."""
+
+    def __init__(
+        self,
+        folder: Path,
+        agent: str,
+        size: tuple[int, int],
+        redactor: Redactor,
+        *,
+        keep: int = 10,
+        max_bytes: int = 20 * 1024 * 1024,
+        budget: int = DEFAULT_BUDGET,
+        now: datetime | None = None,
+    ) -> None:
+        private_dir(folder)
+        started = now or datetime.now()
+        base = folder / f"{agent}-{stamp(started)}"
+        n = 1
+        while base.with_suffix(".log").exists():  # two starts within one second
+            n += 1
+            base = folder / f"{agent}-{stamp(started)}-{n}"
+        self.text_path = base.with_suffix(".log")
+        self.cast_path = base.with_suffix(".cast")
+        self._redact = redactor
+        redactor.prepare()  # its native search compiled now, not on the relay's path at the first output
+        self._cleaner = LineCleaner()
+        # A redraw that repeats the last one (a TUI waiting on a tool) holds no new line: the
+        # cleaner skips it.
+        self._frames = RepeatedFrames()
+        # Output that came after keys typed before the screen was read: recorded once it was.
+        self._waiting: list[tuple[float, bytes]] | None = None
+        self._waiting_size = 0
+        self._batch: list[bytes] = []  # reads not recorded yet (see _batched)
+        self._batch_size = 0
+        self._batch_at = 0.0
+        self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
+        self.head: list[str] = []  # the first clean lines since the agent last started
+        self._t0 = time.monotonic()
+        self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
+        self._cleaned = 0
+        self._skipped = 0
+        self._cast_hold = b""
+        self._hidden = self._hidden_noted = False
+        cols, rows = size
+        header = {
+            "version": 2,
+            "width": cols,
+            "height": rows,
+            "timestamp": int(started.timestamp()),
+            "env": {"TERM": "xterm-256color"},
+            "title": f"waaah agent --start={agent}",
+        }
+        self.parts = Compressor([self.text_path, self.cast_path], budget)
+        self._text = RollingFile(self.text_path, max_bytes, on_roll=self.parts.rolled)
+        cast_header = (json.dumps(header) + "\n").encode()
+        self._cast = RollingFile(self.cast_path, max_bytes, cast_header, on_roll=self.parts.rolled)
+        prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
+
+    def output(self, data: bytes) -> None:
+        """Record agent output (called on the relay path, after the terminal got it: cheap, buffered)."""
+        now = time.monotonic()
+        if self._waiting is not None:
+            self._waiting.append((now, data))
+            self._waiting_size += len(data)
+            if self._waiting_size > WAIT_AT_MOST:
+                self.screen_read()
+            return
+        self._batched(now, data)
+
+    def _batched(self, now: float, data: bytes) -> None:
+        """Reads that follow each other within BATCH_FOR are recorded together (one .cast event
+        stamped with the first one's time): the work per record, paid once per read under a
+        flood of 4-16 KB reads, is paid once per BATCH."""
+        if self._batch and now - self._batch_at > BATCH_FOR:
+            self._record_batch()
+        if not self._batch:
+            self._batch_at = now
+        self._batch.append(data)
+        self._batch_size += len(data)
+        if self._batch_size >= BATCH:
+            self._record_batch()
+
+    def _record_batch(self) -> None:
+        if self._batch:
+            batch, self._batch, self._batch_size = self._batch, [], 0
+            self._record(self._batch_at, batch[0] if len(batch) == 1 else b"".join(batch))
+
+    def wait_for_screen(self) -> None:
+        """Keys went to the agent before its screen was read: what it shows next is recorded only
+        once the screen was read (a secret-entry screen's echo is never written). The terminal
+        does not wait; only the record does."""
+        if self._waiting is None:
+            self._waiting, self._waiting_size = [], 0
+
+    @property
+    def waiting(self) -> bool:
+        return self._waiting is not None
+
+    def screen_read(self) -> None:
+        """The screen was read (and ``hide`` told): record what waited, or the marker instead."""
+        waiting, self._waiting, self._waiting_size = self._waiting, None, 0
+        for now, data in waiting or ():
+            self._batched(now, data)
+
+    def _record(self, now: float, data: bytes) -> None:
+        if self._hidden:
+            if not self._hidden_noted:  # what a secret-entry screen echoes is never written
+                self._hidden_noted = True
+                self._cast.write(b'[%.6f, "m", "%b"]\n' % (now - self._t0, HIDDEN.encode()))
+                self._line(HIDDEN)
+            return
+        if now >= self._window_end:
+            self._next_window(now)
+        if self._cleaned + len(data) > CLEAN_PER_SECOND:
+            self._skipped += len(data)
+            self._frames.forget()
+        elif not self._frames.repeats(data):  # a repeated redraw holds no new line
+            self._cleaned += len(data)
+            if lines := self._cleaner.feed(data, now):
+                self._lines(lines)
+            self._frames.saw(data)
+        self._cast_out(now, data)
+
+    def _lines(self, lines: list[str]) -> None:
+        """Clean lines of one read: masked together, one time stamp, one write."""
+        masked = self._redact("\n".join(lines)).split("\n")
+        if len(masked) != len(lines):  # a shape's mask took a line break with it
+            masked = [self._redact(line) for line in lines]
+        self.recent.extend(masked)
+        if len(self.head) < HEAD_LINES:
+            self.head.extend(masked[: HEAD_LINES - len(self.head)])
+        ts = datetime.now().isoformat(timespec="milliseconds")
+        self._text.write("".join(f"{ts} {line}\n" for line in masked).encode("utf-8", "surrogateescape"))
+
+    def hide(self, hidden: bool) -> None:
+        """While the agent shows a secret-entry screen, record ``[input hidden]`` instead of output."""
+        if hidden == self._hidden:
+            return
+        self._record_batch()  # what came before the change, as it was
+        self._hidden, self._hidden_noted = hidden, False
+        if hidden:
+            self._cast_out(time.monotonic(), b"", final=True)  # what came before, in full
+        else:
+            self._cleaner = LineCleaner()  # the screen's redraws after it start afresh
+            self._frames.forget()
+
+    def _next_window(self, now: float) -> None:
+        if self._skipped:
+            self._cleaner = LineCleaner()  # its half line and escape state are stale now
+            self._frames.forget()
+            self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
+        self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
+
+    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
+        if self._cast_hold:
+            data = self._cast_hold + data
+        data, facts = self._redact.record(data)  # one native pass: secrets, and what to escape
+        # A secret can straddle two reads: hold back a tail where one may have begun, and
+        # never cut a character in two.
+        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
+        out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+        if out:  # the very end may cut a character: json_string spells what is not UTF-8
+            body = escaped(out, None if final else facts)
+            self._cast.write(b'[%.6f, "o", "' % (now - self._t0), body, b'"]\n')
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._record_batch()
+        self._cast.write(b'[%.6f, "r", "%dx%d"]\n' % (time.monotonic() - self._t0, cols, rows))
+
+    def notice(self, message: str) -> None:
+        """A supervisor line (marked ``[waaah]``) in the text log, there at once for ``tail -f``."""
+        self._record_batch()  # after the agent's lines that came before it
+        self._line(f"[waaah] {message}")
+        self._text.flush()
+
+    @property
+    def skipping(self) -> bool:
+        """Output was left out of the text log this second (a later flush says how much)."""
+        return bool(self._skipped)
+
+    def _line(self, text: str, masked: bool = False) -> None:
+        ts = datetime.now().isoformat(timespec="milliseconds")
+        line = text if masked else self._redact(text)
+        self._text.write(f"{ts} {line}\n".encode("utf-8", "surrogateescape"))
+
+    def flush(self) -> None:
+        self._record_batch()
+        now = time.monotonic()
+        if self._skipped and now >= self._window_end:
+            self._next_window(now)
+        for f in (self._text, self._cast):
+            f.flush()
+        self._report_losses()
+        while not self.parts.dropped.empty():
+            self.notice(f"the record outgrew its budget: dropped its oldest part {self.parts.dropped.get()}")
+
+    def _report_losses(self, final: bool = False) -> None:
+        """The text log says what a file misses, once it is written again (or at the end)."""
+        for f in (self._text, self._cast):
+            if f.lost and (final or f.failing is None):
+                lost, f.lost = f.lost, 0
+                why = f": {f.failing}" if f.failing else ""
+                self.notice(f"{lost} bytes could not be written to {f.path.name}{why}")
+
+    def close(self) -> None:
+        self.screen_read()
+        self._record_batch()
+        self._cast_out(time.monotonic(), b"", final=True)
+        if self._skipped:
+            self._next_window(time.monotonic())
+        for line in self._cleaner.flush(time.monotonic()):
+            self._line(line)
+        self._report_losses(final=True)
+        self.parts.close()  # the last rolled part compressed, and what the budget dropped said
+        self.flush()
+        self._text.close()
+        self._cast.close()
+        self.parts.close()
+
+
+def char_boundary(data: bytes, cut: int) -> int:
+    """``cut``, or less so that ``data[:cut]`` does not end inside a UTF-8 character."""
+    for back in range(1, min(4, cut + 1)):
+        byte = data[cut - back]
+        if byte < 0x80:
+            return cut
+        if byte >= 0xC0:  # the lead byte of the character that ``cut`` may split
+            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return cut if back >= length else cut - back
+    return cut
+
+
+def json_text(data: bytes) -> bytes:
+    """The body of :func:`json_string` (no quotes)."""
+    return escaped(data, None)
+
+
+def live_logs(sessions: Path) -> set[str]:
+    """The log names (``<agent>-<stamp>``) of the sessions whose supervisor is alive (holds the
+    session lock): never pruned, whatever their age."""
+    names: set[str] = set()
+    store = SessionStore(sessions)
+    for folder in sessions.glob("*/lock") if sessions.is_dir() else []:
+        if not is_live(folder.parent):
+            continue
+        try:
+            state = store.open_existing(folder.parent.name).load()
+        except (OSError, CorruptSession):
+            continue
+        names.update(Path(p).name.rsplit(".", 1)[0] for p in (state.log_path, state.cast_path) if p)
+    return names
+
+
+def prune(folder: Path, agent: str, keep: int, live: set[str] | frozenset[str] = frozenset()) -> None:
+    """Delete all but the newest ``keep`` sessions' logs of ``agent`` (with their rollovers);
+    the logs named in ``live`` (live sessions', see :func:`live_logs`) are always kept."""
+    sessions = sorted(p.name[: -len(".log")] for p in folder.glob(f"{agent}-*.log"))
+    old = sessions[:-keep] if keep > 0 else sessions
+    for name in (n for n in old if n not in live):
+        for path in folder.glob(f"{name}.*"):
+            try:
+                path.unlink()
+            except OSError as err:
+                log.warning("could not remove old log %s: %s", path, err)
+
+
+def replay(cast_path: Path) -> bytes:
+    """The exact bytes recorded in an asciicast file and its rolled parts, oldest first."""
+    out = bytearray()
+    for part in [*parts_of(cast_path), cast_path]:
+        for n, line in enumerate(lines_of(part)):
+            if n == 0:
+                continue  # each part starts with the header
+            _, kind, data = loads_json(line)
+            if kind == "o":
+                out += data.encode("utf-8", "surrogateescape")
+    return bytes(out)

@@ -1,0 +1,152 @@
+"""The screen model, fed from the relay's backlog and held to its share of the time.
+
+pyte costs 1-5 s of CPU per MB. The relay only appends output to a backlog; the model is
+brought up to date on a coalescing timer, in small pieces, in slices that never hold up
+the relay for long. While output keeps coming, every slice is followed by a pause
+1/SCREEN_SHARE - 1 times as long, from the first slice of an update on, so pyte takes at
+most SCREEN_SHARE of the time even when one update has a long backlog to work through.
+Output faster than pyte can ever follow overflows the backlog, which is then cut with the
+update in progress: until the output pauses, pyte gets only SCREEN_FLOOD_SHARE, as its
+work would be cut again. Once the agent is quiet, pyte catches up at once.
+
+A redraw that only repeats the previous one (a TUI waiting on a tool, ``core/redraws.py``) is
+not fed to pyte: drawn over itself it would leave the same screen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from waaah_agent.core.supervise.redraws import RepeatedFrames
+from waaah_agent.core.supervise.screen import Screen, ScreenView
+
+SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
+# Beyond this much unprocessed output, keep only the tail. Generous: TUIs redraw only what
+# changed, so a screen rebuilt from a short tail can stay wrong until the next full redraw.
+SCREEN_BACKLOG = 256 * 1024
+SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
+SCREEN_FLOOD_SHARE = 0.01  # ... and this much once its backlog overflowed, until the output pauses
+SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
+SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
+SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
+
+
+class ScreenFeed:
+    """A :class:`Screen` behind a backlog. ``add`` on the relay path, ``update`` on a timer."""
+
+    def __init__(
+        self,
+        cols: int,
+        rows: int,
+        clock: Callable[[], float] = time.monotonic,
+        work_clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.screen = Screen(cols, rows)
+        self.clock, self.work_clock = clock, work_clock
+        self.backlog = bytearray()
+        self.last_output = clock()
+        self.not_before = 0.0  # the earliest next piece of pyte work (bounds pyte's share)
+        self.todo = b""  # output taken from the backlog for the update in progress
+        self.done = 0  # how much of it pyte has been fed
+        self.flooded = False  # output outran the screen model: its backlog was cut
+        self.frames = RepeatedFrames()  # redraws that change nothing pyte would keep
+        self.seq = 0  # outputs added so far ...
+        self.read_seq = 0  # ... and how many of them the last finished reading of the screen saw
+        self._todo_seq = 0
+
+    def add(self, data: bytes, now: float) -> float | None:
+        """Output arrived at ``now``; returns when the screen should next be updated (None: the
+        output only repeats the last redraw, so the model has nothing to take)."""
+        self.last_output = now
+        self.seq += 1
+        if not self.backlog and not self.todo and self.frames.repeats(data):
+            self.read_seq = self.seq  # the screen read last is the screen now
+            return None
+        self.backlog += data
+        if len(self.backlog) > 4 * SCREEN_BACKLOG:
+            # The model is far behind: bound memory, and start afresh from the recent past.
+            # The update in progress is stale now, and so would the next be before it ends,
+            # as long as the flood lasts: pyte keeps a token share until the output pauses.
+            del self.backlog[:-SCREEN_BACKLOG]
+            self.screen.reset()
+            self.todo, self.done = b"", 0
+            self.flooded = True
+            self.frames.forget()
+        return self.when(now + SCREEN_DELAY)
+
+    def when(self, at: float) -> float:
+        """The earliest time an update asked for at ``at`` may run."""
+        return max(at, self.not_before)
+
+    def update(self) -> tuple[ScreenView | None, float | None]:
+        """Work on the model: (the view once up to date, else None; when to go on, if needed)."""
+        now = self.clock()
+        if self.todo and now < self.not_before:
+            return None, self.not_before  # woken early: keep to the share
+        started = self.work_clock()
+        if not self.todo:
+            if len(self.backlog) > SCREEN_BACKLOG:
+                # A flood or a huge dump: the screen model only needs the recent past, and until
+                # the output pauses it keeps the flood's share (what it reads is stale at once).
+                del self.backlog[:-SCREEN_BACKLOG]
+                self.screen.reset()
+                self.frames.forget()
+                self.flooded = True
+            self.todo, self.done = bytes(self.backlog), 0
+            self._todo_seq = self.seq
+            self.backlog.clear()
+            if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
+                self.todo = b""
+                self.read_seq = self._todo_seq
+                return self.screen.view(), None
+        todo = self.todo
+        while self.done < len(todo):
+            self.screen.feed(todo[self.done : self.done + SCREEN_PIECE])
+            self.done += SCREEN_PIECE
+            if self.done < len(todo) and self.work_clock() - started > SCREEN_SLICE:
+                self._pace(self.work_clock() - started)
+                return None, self.not_before  # go on after a select at least
+        self.frames.saw(todo)
+        self.todo = b""
+        self.read_seq = self._todo_seq
+        view = self.screen.view()
+        self._pace(self.work_clock() - started)
+        # Output that came in while this update ran gets its own update.
+        return view, (self.when(self.clock() + SCREEN_DELAY) if self.backlog else None)
+
+    @property
+    def unread(self) -> bool:
+        """Output came that no finished reading of the screen has seen yet."""
+        return self.read_seq < self.seq
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(cols, rows)
+        self.frames.forget()
+
+    def rows_below_cursor(self) -> int:
+        """At the end: rows of the agent's last frame below its cursor (all rows if not known).
+
+        What the model has not taken yet is fed at once, when it is little (a flood's end is
+        not worth the time: then the whole screen is assumed)."""
+        rest = len(self.todo) - self.done + len(self.backlog)
+        if self.flooded or rest > SETTLE_AT_END:
+            return self.screen.size[1]
+        if self.done < len(self.todo):
+            self.screen.feed(self.todo[self.done :])
+        self.screen.feed(bytes(self.backlog))
+        self.todo, self.done = b"", 0
+        self.backlog.clear()
+        view = self.screen.view()
+        last = max((i for i, line in enumerate(view.lines) if line.strip()), default=0)
+        return max(0, last - view.cursor_row)
+
+    def _pace(self, work: float) -> None:
+        """After ``work`` seconds of pyte: while the agent is writing, pause in proportion."""
+        now = self.clock()
+        if now - self.last_output >= SCREEN_DELAY:  # the agent is quiet: catch up at once
+            self.flooded = False
+            self.not_before = now
+            return
+        share = SCREEN_FLOOD_SHARE if self.flooded else SCREEN_SHARE
+        self.not_before = now + work * (1 / share - 1)
