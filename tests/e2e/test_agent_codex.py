@@ -21,7 +21,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.doubles.cli_homes import cli_bin, codex_env
+from tests.doubles.cli_homes import CLI_BIN_DIR, cli_bin, codex_env
 from tests.doubles.fake_openai import FakeOpenAI, McpCall, Rule, Text, Usage
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
@@ -59,10 +59,10 @@ def loop_script() -> list[Rule]:
 
 
 def start(
-    tmp_path: Path, model: FakeOpenAI, server: WaaahServer
+    tmp_path: Path, model: FakeOpenAI, server: WaaahServer, bin_dir: Path = CLI_BIN_DIR
 ) -> tuple[Path, dict[str, str], pexpect.spawn]:
     ws = workspace_for(tmp_path)
-    env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws))
+    env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws), bin_dir)
     return ws, env, spawn(ws, env, "--start=codex", f"--server={server.url}")
 
 
@@ -90,8 +90,14 @@ def rollouts(env: dict[str, str]) -> list[Path]:
 
 
 def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
+    workflow_loop_and_continue_through_codex(tmp_path)
+
+
+def workflow_loop_and_continue_through_codex(tmp_path: Path, bin_dir: Path = CLI_BIN_DIR) -> None:
+    """The workflow, the loop, a loop exit answered by one continue prompt (also run over the
+    older releases: tests/e2e/test_older_releases.py)."""
     with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
-        ws, env, child = start(tmp_path, model, server)
+        ws, env, child = start(tmp_path, model, server, bin_dir)
         config = Path(env["CODEX_HOME"]) / "config.toml"
         before = config.read_bytes()
         shown = Collector()
@@ -136,8 +142,12 @@ def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
 
 
 def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
+    killed_codex_resumes_natively(tmp_path)
+
+
+def killed_codex_resumes_natively(tmp_path: Path, bin_dir: Path = CLI_BIN_DIR) -> None:
     with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
-        ws, env, child = start(tmp_path, model, server)
+        ws, env, child = start(tmp_path, model, server, bin_dir)
         shown = Collector()
         child.logfile_read = shown
         child.expect("LOOP-TURN-DONE", timeout=120)

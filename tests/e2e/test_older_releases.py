@@ -14,12 +14,14 @@ import pytest
 from tests.doubles.cli_homes import OLD_RELEASES, TOO_OLD, old_cli_bin_dir
 from tests.doubles.fake_model import FakeModel, Text
 from tests.e2e.conftest import workspace_for
+from tests.e2e.test_agent_codex import killed_codex_resumes_natively, workflow_loop_and_continue_through_codex
 from tests.e2e.test_waaah_agent import cli_env, killed_cli_resumes_natively, workflow_loop_exit_and_continue
 from tests.runtime.helpers import WAAAH, events, state
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-OLDER = [(cli, version) for cli, versions in OLD_RELEASES.items() for version in versions]
+#: gemini and claude against the fake model API; codex (the OpenAI-style fake) below.
+OLDER = [(cli, version) for cli, versions in OLD_RELEASES.items() if cli != "codex" for version in versions]
 
 
 @pytest.fixture(params=OLDER, ids=[f"{cli}-{version}" for cli, version in OLDER])
@@ -46,6 +48,21 @@ def test_a_killed_cli_is_restarted_with_its_native_resume(older, tmp_path):
     cli, version, bin_dir = older
     killed_cli_resumes_natively(cli, tmp_path, bin_dir)
     assert recorded_release(tmp_path)["version"] == version
+
+
+@pytest.mark.parametrize("version", OLD_RELEASES["codex"])
+def test_older_codex_workflow_loop_and_continue_prompt(version, tmp_path):
+    """codex's previous pin: the same scenario as the pinned one (tests/e2e/test_agent_codex.py)."""
+    bin_dir = old_cli_bin_dir("codex", version)
+    workflow_loop_and_continue_through_codex(tmp_path, bin_dir)
+    assert state(tmp_path / "ws")["argv"][0] == str(bin_dir / "codex")
+
+
+@pytest.mark.parametrize("version", OLD_RELEASES["codex"])
+def test_older_codex_killed_is_restarted_with_its_own_resume(version, tmp_path):
+    bin_dir = old_cli_bin_dir("codex", version)
+    killed_codex_resumes_natively(tmp_path, bin_dir)
+    assert state(tmp_path / "ws")["argv"][0] == str(bin_dir / "codex")
 
 
 @pytest.mark.parametrize(("cli", "version"), sorted(TOO_OLD.items()))

@@ -116,7 +116,7 @@ def test_an_open_breaker_routes_the_role_to_the_next_cli(tmp_path: Path) -> None
         # `waaah doctor --json`: per CLI, with no model call
         doctor = json.loads(waaah(ws, env, "doctor", "--json", "--agent", "claude").stdout)["clis"]["claude"]
         assert doctor["available"] is False and doctor["breaker"]["state"] == "open"
-        assert "2.1.330" in doctor["version"] and doctor["version_ms"] > 0
+        assert "2.1.332" in doctor["version"] and doctor["version_ms"] > 0
         assert doctor["sessions"] == {
             "run_resume": True,
             "id_chosen_by_waaah": True,

@@ -88,7 +88,7 @@ def test_ready_says_whether_a_draft_is_in_the_box():
     adapter = adapters.registry()["claude"]
     for state, word in (("idle", "empty"), ("draft", "with a draft")):
         screen = Screen(120, 40)
-        screen.feed((SCREENS / "claude-2.1.330" / f"{state}.bin").read_bytes())
+        screen.feed((SCREENS / "claude-2.1.332" / f"{state}.bin").read_bytes())
         label, evidence = detect(adapter.rules, screen.view())
         assert label == "ready" and word in evidence
 

@@ -18,8 +18,8 @@ STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 #: The recorded streams of each pinned CLI (codex and opencode: tests/unit/test_run_streams_openai.py).
 RECORDED = {
     "gemini": "gemini-0.61.0",
-    "claude": "claude-2.1.330",
-    "codex": "codex-0.169.0",
+    "claude": "claude-2.1.332",
+    "codex": "codex-0.171.0",
     "opencode": "opencode-1.18.33",
 }
 CLIS = ("gemini", "claude")

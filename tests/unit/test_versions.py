@@ -84,7 +84,15 @@ def test_the_recorded_releases_are_all_there():
 
 
 @pytest.mark.parametrize(
-    "folder", ["gemini-0.61.0", "gemini-0.51.0", "claude-2.1.330", "claude-2.1.300", "claude-2.1.200"]
+    "folder",
+    [
+        "gemini-0.61.0",
+        "gemini-0.51.0",
+        "claude-2.1.332",
+        "claude-2.1.330",
+        "claude-2.1.300",
+        "claude-2.1.200",
+    ],
 )
 def test_releases_with_every_option_waaah_passes_run_as_they_are(folder):
     verdict = verdict_for(folder)

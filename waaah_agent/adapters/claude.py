@@ -1,4 +1,4 @@
-"""Anthropic's Claude Code (screens recorded from @anthropic-ai/claude-code 2.1.330)."""
+"""Anthropic's Claude Code (screens recorded from @anthropic-ai/claude-code 2.1.332)."""
 
 from __future__ import annotations
 
@@ -89,13 +89,13 @@ ADAPTER = Adapter(
     install_hint="npm install -g @anthropic-ai/claude-code",
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
-    tested_version="2.1.330",
+    tested_version="2.1.332",
     releases=ReleaseSupport(
-        tested="2.1.330",
+        tested="2.1.332",
         oldest="2.1.200",
         update_hint="npm install -g @anthropic-ai/claude-code@latest",
         needs=("--resume", "--session-id"),
-        older_tested=("2.1.300", "2.1.200"),
+        older_tested=("2.1.330", "2.1.300", "2.1.200"),
     ),
     enter_delay=0.3,
     fresh_args=lambda sid: ["--session-id", sid],

@@ -1,4 +1,4 @@
-"""OpenAI's Codex CLI (screens and streams recorded from @openai/codex 0.169.0).
+"""OpenAI's Codex CLI (screens and streams recorded from @openai/codex 0.171.0; 0.169.0 too).
 
 `waaah agent --start=codex` supervises its TUI; `waaah run --agent codex` drives ``codex exec
 --json``. Model, provider and credentials come from codex's own configuration
@@ -285,7 +285,8 @@ RULES = ScreenRules(
     input_ready=re.compile(r"^› ", re.MULTILINE),
     input_empty=re.compile(r"^› Ask Codex to do anything", re.MULTILINE),
     # `• Working (0s • esc to interrupt)` above the composer, an MCP call included; the title
-    # then starts with a braille spinner before the folder's name (idle: the name alone).
+    # then starts with a braille spinner (0.169: `⠼ <folder>`; 0.171's tui_workspace names the
+    # conversation: `⠋ <first prompt> | <folder>`; idle: the same without the spinner).
     busy=re.compile(r"esc to interrupt\)"),
     title_busy=re.compile(r"^[\u2800-\u28ff] "),
     # First start with a catalogued model that has a newer one ("Meet GPT-6 Sol ... 1. Try new
@@ -311,7 +312,7 @@ ADAPTER = Adapter(
     install_hint="npm install -g @openai/codex",
     login_hint="codex login, or set OPENAI_API_KEY",
     rules=RULES,
-    tested_version="0.169.0",
+    tested_version="0.171.0",
     # An Enter within ~120 ms of typed text is taken as a newline in the composer.
     enter_delay=0.5,
     fresh_args=lambda sid: [*NO_DAEMON],
