@@ -13,7 +13,7 @@ joins by adding one module to this package that defines ``ADAPTER`` (docs/archit
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,6 +96,12 @@ class Adapter:
     transcript: Callable[[Mapping[str, str], Path, str], Path | None] = field(
         default=lambda env, ws, sid: None
     )
+    # The files in which the CLI keeps session ``session_id``: kept before each native resume
+    # and put back when the CLI removed or emptied them (runtime/session_keep.py). None: it
+    # keeps no files of its own per session (opencode's one database holds all of them).
+    session_files: Callable[[Mapping[str, str], Path, str], list[Path]] | None = None
+    # Whether a session file's lines hold a conversation (core/kept_sessions.py); None: unknown.
+    holds_conversation: Callable[[Iterable[str]], bool | None] = field(default=lambda lines: None)
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()

@@ -24,6 +24,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.kept_sessions import codex_holds
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
@@ -318,6 +319,8 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: [*NO_DAEMON],
     resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
     transcript=_transcript,
+    session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
+    holds_conversation=codex_holds,
     own_session=own_session,
     needs_login=_needs_login,
     mcp=ConfigOverrides(),

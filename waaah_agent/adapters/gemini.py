@@ -9,6 +9,7 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_gemini
 from waaah_agent.core.tokens import gemini_counter
@@ -42,6 +43,15 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     }
     name = pick_transcript(list(by_name), session_id)
     return by_name[name] if name else None
+
+
+def _session_files(env: Mapping[str, str], workspace: Path, session_id: str) -> list[Path]:
+    """Every file of the session: gemini names them ``session-<minute>-<id8>.json[l]`` and, at
+    its next start, removes them all when one holds no conversation (core/kept_sessions.py)."""
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
+    short = session_id[:8].lower()
+    found = (home / ".gemini" / "tmp").glob(f"*/chats/session-*-{short}.json*")
+    return sorted(p for p in found if (m := _SESSION_FILE.fullmatch(p.name)) and m.group(2) == short)
 
 
 _SESSION_HEAD = re.compile(r'"sessionId"\s*:\s*"([0-9a-f-]{8,64})"[^}]*?"projectHash"\s*:\s*"([0-9a-f]{64})"')
@@ -170,6 +180,8 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
+    session_files=_session_files,
+    holds_conversation=gemini_holds,
     needs_login=_needs_login,
     # A home of its own per run: the user's ~/.gemini linked, its settings.json the user's with
     # the waaah entry and loop detection off (an agent waiting in its loop repeats one call).

@@ -34,6 +34,7 @@ from waaah_agent.runtime.headless import KILL_GRACE, Interrupted, InterruptedRun
 from waaah_agent.runtime.run_breakers import RunBreakers
 from waaah_agent.runtime.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.run_stream import LineOut
+from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.startup import find_binary, not_executable_message
 
 
@@ -308,6 +309,20 @@ class Chain:
             env.setdefault(key, value)
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
         earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
+        # The CLI's own session files, kept before it resumes them (runtime/session_keep.py).
+        kept = (
+            keeper_for(
+                adapter,
+                env,
+                self.workspace,
+                session_id,
+                self.log.path.with_name(f"{self.log.path.stem}.kept"),
+                self.kept_note,
+                lambda name, **fields: self.log.write(name.replace("-", "_"), agent=adapter.name, **fields),
+            )
+            if resume
+            else None
+        )
         parser = headless.parser()
         try:
             outcome = run_cli(
@@ -333,9 +348,17 @@ class Chain:
                 )
             )
             raise
+        finally:
+            if kept is not None:
+                kept.after()  # what the CLI removed or emptied of its session is put back
         self.this_runs_tokens(adapter.name, outcome.summary, resume, earlier)
         self.record_outcome(adapter.name, outcome)
         return outcome
+
+    def kept_note(self, text: str) -> None:
+        """What the keeper of a resumed session did: a warning of the envelope, said once."""
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     def this_runs_tokens(
         self, agent: str, summary: StreamSummary, resume: bool, earlier: Tokens | None

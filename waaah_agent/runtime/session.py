@@ -55,6 +55,7 @@ from waaah_agent.runtime.inbox import Inbox
 from waaah_agent.runtime.logs import SessionLogs
 from waaah_agent.runtime.loop import LoopConfig, Supervisor
 from waaah_agent.runtime.mcp_setup import McpPlan
+from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.signals import signal_pipe, stop_signals_unwind
 from waaah_agent.runtime.startup import (
     AgentOptions,
@@ -403,6 +404,20 @@ class Run:
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
+        # The CLI's own session files, kept before it resumes them (runtime/session_keep.py).
+        kept = (
+            keeper_for(
+                adapter,
+                self.env,
+                workspace,
+                state.native_session_id,
+                self.session.path / "kept",
+                self.logs.notice,
+                self.session.event,
+            )
+            if native
+            else None
+        )
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         own = releases.own_ids(state.cli_release)
@@ -481,6 +496,8 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.end_descendants(child)
+            if kept is not None:
+                kept.after()  # what the CLI removed or emptied of its session is put back
             self.learn_session()
             self.update_tokens()
 
