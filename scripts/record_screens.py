@@ -10,7 +10,8 @@ state was reached. The bytes include the window title (OSC 0) the CLI set.
 
 States: idle, draft, busy, reply, tool, exit, dialog, login, limit (a final usage-limit error)
 and, for claude and codex, trust; for gemini also loop (its loop detector halting a run of identical
-wait_for_prompt calls). Each group of states comes from its own short session (fresh start).
+wait_for_prompt calls), oauth ("Sign in with Google" with no credentials: the authorization code
+prompt) and refused (a Google account the Code Assist API refuses: IneligibleTierError). Each group of states comes from its own short session (fresh start).
 ``--only STATE`` re-records one state of the installed version and keeps the others.
 """
 
@@ -48,6 +49,7 @@ from tests.doubles.cli_homes import (  # noqa: E402
     gemini_idle,
     slow_mcp_server,
 )
+from tests.doubles.fake_code_assist import FakeCodeAssist, code_assist_env  # noqa: E402
 from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, ToolCall  # noqa: E402
 
 ROWS, COLS = 40, 120
@@ -241,6 +243,7 @@ def session(
     settings_edit: JsonEdit | None = None,
     state_edit: JsonEdit | None = None,
     rules: list[Rule] | None = None,
+    extra_env: dict[str, str] | None = None,
     **env_kwargs: Any,
 ) -> Iterator[tuple[CliPty, Path]]:
     """A fresh fake model, temp HOME and git workspace, and the CLI running in a PTY.
@@ -267,6 +270,7 @@ def session(
                 _edit_json(settings, settings_edit)
             if state_edit is not None:
                 _edit_json(root / "home" / ".claude.json", state_edit)
+            env.update(extra_env or {})
             pty = CliPty([str(cli_bin(cli)), *extra_args], env, ws)
             try:
                 yield pty, root
@@ -351,6 +355,35 @@ def record_gemini_extras(rec: Recorder) -> None:
         rec.save(
             "login", pty, "no API key and no security.auth.selectedType: 'Get started' auth-method dialog"
         )
+
+
+def record_gemini_google_login(rec: Recorder) -> None:
+    """oauth: "Sign in with Google" chosen and no credentials: with no browser, gemini prints an
+    OAuth URL and waits at `Enter the authorization code:` (a login, for a person to finish).
+    refused: a Google account the Code Assist API refuses (tests/doubles/fake_code_assist.py), as
+    it refuses personal accounts moved to Antigravity: gemini's auth dialog says why."""
+
+    def google(settings: dict[str, Any]) -> None:
+        settings["security"]["auth"]["selectedType"] = "oauth-personal"
+
+    with session("gemini", api_key=None, settings_edit=google) as (pty, _):
+        pty.wait(lambda s: "Enter the authorization code:" in s.text, "the authorization code prompt")
+        pty.settle()
+        rec.save(
+            "oauth", pty, "security.auth.selectedType=oauth-personal, no key, no credentials, no browser"
+        )
+
+    with FakeCodeAssist() as code_assist:
+        extra = code_assist_env(code_assist.url)
+        with session("gemini", api_key=None, settings_edit=google, extra_env=extra) as (pty, _):
+            pty.wait(lambda s: "Failed to sign in" in s.text, "the sign-in failure")
+            pty.settle()
+            rec.save(
+                "refused",
+                pty,
+                "signed in with Google (GOOGLE_GENAI_USE_GCA, an access token); the Code Assist API "
+                "(fake_code_assist.py) refuses the account: IneligibleTierError in the auth dialog",
+            )
 
 
 def record_gemini_loop(rec: Recorder) -> None:
@@ -468,6 +501,7 @@ def record(cli: str) -> Path:
     record_limit(rec, PROFILES[cli])
     if cli == "gemini":
         record_gemini_extras(rec)
+        record_gemini_google_login(rec)
         record_gemini_loop(rec)
     elif cli == "codex":
         record_codex_extras(rec)
@@ -483,10 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
-    parser.add_argument("--only", choices=["loop"], help="re-record this state only, keep the others")
+    parser.add_argument(
+        "--only", choices=["loop", "google-login"], help="re-record these gemini states only, keep the others"
+    )
     args = parser.parse_args(argv)
-    if args.only == "loop":
-        record_one("gemini", record_gemini_loop)
+    if args.only:
+        record_one("gemini", record_gemini_loop if args.only == "loop" else record_gemini_google_login)
         return 0
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
         record(cli)

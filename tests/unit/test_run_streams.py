@@ -91,6 +91,9 @@ def test_resume_keeps_the_session_id(cli: str) -> None:
         ("claude", "auth", F.AUTH, False),
         ("gemini", "no_key", F.AUTH, False),
         ("claude", "no_key", F.AUTH, False),
+        # "Sign in with Google" chosen, no credentials, nobody to answer: FatalAuthenticationError.
+        ("gemini", "oauth_needed", F.AUTH, False),
+        ("gemini", "account_refused", F.AUTH, False),  # IneligibleTierError (fake_code_assist.py)
         ("gemini", "bad_model", F.INVALID_MODEL, False),
         ("claude", "bad_model", F.INVALID_MODEL, False),
         ("gemini", "bad_session", F.INVALID_SESSION, False),
@@ -105,6 +108,19 @@ def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, re
     assert failure is not None, f"{cli} {scenario} not seen as a failure"
     assert (failure.type, failure.recoverable) == (kind, recoverable), failure
     assert failure.message and "\n" not in failure.message
+
+
+def test_an_auth_failure_is_told_in_the_cli_s_own_words() -> None:
+    """The line where gemini said what is wrong with its login, not its first line of stderr."""
+    oauth = failure_of("gemini", "oauth_needed")
+    assert oauth is not None and oauth.exit_code == 41
+    assert oauth.message.startswith("Error authenticating: FatalAuthenticationError: Manual authorization")
+    refused = failure_of("gemini", "account_refused")
+    assert refused is not None and refused.message.startswith("Error authenticating: IneligibleTierError")
+    # What happened and what works instead, in the envelope's one line.
+    assert "Antigravity CLI (agy), which waaah cannot supervise" in refused.message
+    assert "GEMINI_API_KEY" in refused.message and "--start=claude" in refused.message
+    assert "Antigravity" not in oauth.message
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -88,6 +88,8 @@ class Adapter:
     loop_dialog_keys: bytes = b""
     # What a user runs to log in, after "<name> requires login. Run: ".
     login_hint: str = ""
+    # What works instead when the CLI's login failed for good (``ScreenRules.login_refused``).
+    refused_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).
     enter_delay: float = 0.5
     fresh_args: Callable[[str], list[str]] = field(default=lambda sid: [])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_gemini
@@ -146,8 +147,17 @@ RULES = ScreenRules(
     dialog=re.compile(
         r"Do you trust the files in this folder\?|Allow execution|Apply this change\?|Waiting for user confirmation"
     ),
-    login=re.compile(r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key"),
-    secret_entry=re.compile(r"│\s+Enter Gemini API Key"),
+    # The auth-method choice, the key entry, and the code screen of "Sign in with Google" with no
+    # browser (an OAuth URL, then `Enter the authorization code:`).
+    login=re.compile(
+        r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key|"
+        r"^Enter the authorization code:",
+        re.MULTILINE,
+    ),
+    secret_entry=re.compile(r"│\s+Enter Gemini API Key|^Enter the authorization code:", re.MULTILINE),
+    # A personal Google account, moved to Google's Antigravity CLI: gemini's IneligibleTierError,
+    # shown in its auth dialog as `Failed to sign in. Message: <the reason the server gave>`.
+    login_refused=re.compile(r"Failed to sign in\. Message: [^╰]{0,400}?Antigravity[^│\n]*"),
     limit=re.compile(r"│\s+Usage limit reached for [^│\n]*|│\s+You have exhausted your [^│\n]*quota"),
     exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
     # After its loop detector fired twice in a turn (identical wait_for_prompt calls trip it):
@@ -163,6 +173,7 @@ ADAPTER = Adapter(
     binary="gemini",
     install_hint="npm install -g @google/gemini-cli",
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
+    refused_hint=ANTIGRAVITY_HINT,
     rules=RULES,
     tested_version="0.61.0",
     releases=ReleaseSupport(

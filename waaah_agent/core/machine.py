@@ -269,6 +269,14 @@ class Machine(MachineParts):
         the title and the log say what waaah waits for, and the workflow follows once the CLI is
         ready. Headless nobody can: stop with the steps to run from a shell.
         """
+        refused = self.last_reading.login_refused
+        if refused is not None:
+            # No login on this screen can work: one clear stop (the login exit code, no restart).
+            self._record("login-refused", screen=refused)
+            said = refused if len(refused) <= 240 else refused[:237] + "..."
+            tail = f"; {self.cfg.refused_hint}" if self.cfg.refused_hint else ""
+            self._stop(StopReason.LOGIN, f"{self.cfg.agent} cannot log in ({said}){tail}", now)
+            return
         if not self.cfg.interactive:
             hint = self.cfg.login_hint or self.cfg.agent
             self._stop(StopReason.LOGIN, f"{self.cfg.agent} requires login. Run: {hint}", now)

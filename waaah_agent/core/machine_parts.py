@@ -57,6 +57,8 @@ class MachineConfig:
     limit_resume_keys: bytes = b""  # keys that take the CLI's limit screen back to work
     loop_dialog_keys: bytes = b""  # keys that turn the CLI's loop detector off when it asks
     login_hint: str = ""
+    # What works instead when the CLI's login failed for good (Reading.login_refused).
+    refused_hint: str = ""
     stop_grace: float = 5.0
     settle: float = 0.8  # the screen must be quiet this long before the first prompt is typed
     policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling

@@ -458,6 +458,7 @@ class Run:
                 limit_resume_keys=adapter.limit_resume_keys,
                 loop_dialog_keys=adapter.loop_dialog_keys,
                 login_hint=clis.login_hint(adapter, self.env),
+                refused_hint=adapter.refused_hint,
                 stop_grace=self.opts.stop_grace,
                 policy=self.opts.policy,
                 limit_margin=self.opts.limit_margin,
