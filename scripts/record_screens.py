@@ -91,21 +91,10 @@ def codex_rules() -> list[fake_openai.Rule]:
     return [
         o.Rule("BUSY-MARKER", o.Text(BUSY_REPLY, delay=BUSY_SECONDS)),
         o.Rule("REPLY-MARKER", o.Text(QUICK_REPLY)),
-        o.Rule("LIMIT-MARKER", o.HttpError(429, body=CODEX_QUOTA)),
+        o.Rule("LIMIT-MARKER", o.HttpError(429, body=o.CODEX_QUOTA)),
         o.Rule("TOOL-MARKER", o.McpCall("waaah", "wait_for_prompt", {"agentId": "recorder", "timeout": 290})),
         o.Rule("", o.Text(TOOL_REPLY), after_tool="wait_for_prompt"),
     ]
-
-
-#: The answer of a plan's usage limit (ChatGPT sign-in), with the seconds until it resets.
-CODEX_QUOTA = {
-    "error": {
-        "type": "usage_limit_reached",
-        "message": "The usage limit has been reached",
-        "plan_type": "plus",
-        "resets_in_seconds": 7200,
-    }
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,7 +231,7 @@ def session(
     *,
     settings_edit: JsonEdit | None = None,
     state_edit: JsonEdit | None = None,
-    rules: list[Rule] | None = None,
+    rules: list[Any] | None = None,
     extra_env: dict[str, str] | None = None,
     **env_kwargs: Any,
 ) -> Iterator[tuple[CliPty, Path]]:
@@ -257,7 +246,8 @@ def session(
         ws.mkdir()
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
         if cli == "codex":
-            with codex_session(codex_rules(), root, ws, extra_args, **env_kwargs) as pty:
+            script = codex_rules() if rules is None else rules
+            with codex_session(script, root, ws, extra_args, **env_kwargs) as pty:
                 yield pty, root
             return
         with FakeModel(model_rules() if rules is None else rules) as fake:
@@ -456,6 +446,26 @@ def record_claude_extras(rec: Recorder) -> None:
         )
 
 
+def record_codex_ratelimits(rec: Recorder) -> None:
+    """ratelimits: the usage limit answered with the plan's rate-limit headers (the 5-hour
+    window used up): codex's limit line, then its "Approaching rate limits" question."""
+    headers = fake_openai.codex_limit_headers(int(time.time()) + 7200)
+    quota = fake_openai.HttpError(429, body=fake_openai.CODEX_QUOTA, headers=headers)
+    rules = [fake_openai.Rule("LIMIT-MARKER", quota)]
+    with session("codex", rules=rules) as (pty, _):
+        start_idle(pty, PROFILES["codex"])
+        pty.paste("LIMIT-MARKER hello")
+        pty.enter()
+        pty.wait(lambda s: "Approaching rate limits" in s.text, "the rate-limit question")
+        pty.settle()
+        rec.save(
+            "ratelimits",
+            pty,
+            "429 usage_limit_reached with x-codex-primary-* headers (100 % used, resets in 2 h): the "
+            "limit line and the 'Approaching rate limits' question",
+        )
+
+
 def record_codex_extras(rec: Recorder) -> None:
     """dialog: the "Meet <newer model>" migration codex shows on the first start with an older
     catalogued model; trust: an untrusted workspace; login: no provider configured, no key."""
@@ -505,6 +515,7 @@ def record(cli: str) -> Path:
         record_gemini_loop(rec)
     elif cli == "codex":
         record_codex_extras(rec)
+        record_codex_ratelimits(rec)
     else:
         record_claude_extras(rec)
     rec.write_meta()
@@ -513,16 +524,25 @@ def record(cli: str) -> Path:
     return out
 
 
+ONLY: dict[str, tuple[str, Callable[[Recorder], None]]] = {
+    "loop": ("gemini", record_gemini_loop),
+    "google-login": ("gemini", record_gemini_google_login),
+    "ratelimits": ("codex", record_codex_ratelimits),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
     parser.add_argument(
-        "--only", choices=["loop", "google-login"], help="re-record these gemini states only, keep the others"
+        "--only",
+        choices=list(ONLY),
+        help="re-record these states only (gemini: loop, google-login; codex: ratelimits), keep the others",
     )
     args = parser.parse_args(argv)
     if args.only:
-        record_one("gemini", record_gemini_loop if args.only == "loop" else record_gemini_google_login)
+        record_one(*ONLY[args.only])
         return 0
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
         record(cli)

@@ -28,6 +28,7 @@ EXPECTED = {
     "loop-halted": ("ready", True),  # its halt message above an idle prompt: the turn ended
     "oauth": ("login", None),  # "Sign in with Google" with no browser: the authorization code prompt
     "refused": ("login", None),  # the auth dialog saying the account was refused (read below)
+    "ratelimits": ("limited", None),  # codex: its limit line above its "Approaching rate limits" question
 }
 # Where one CLI differs: claude answers a rejected 429 with an error line and goes idle.
 OVERRIDES = {("claude", "limit"): ("ready", None)}
@@ -129,3 +130,11 @@ def test_the_authorization_code_is_typed_unseen():
     screen.feed((SCREENS / "gemini-0.61.0" / "oauth.bin").read_bytes())
     reading = read(adapters.registry()["gemini"].rules, screen.view())
     assert reading.secret_entry == "Enter the authorization code:"
+
+
+def test_codex_s_rate_limit_question_is_a_dialog_once_the_limit_was_waited_out():
+    """Its `› 1. Switch to ...` line is no composer holding a draft: nothing is typed into it."""
+    screen = Screen(120, 40)
+    screen.feed((SCREENS / "codex-0.171.0" / "ratelimits.bin").read_bytes())
+    rules = adapters.registry()["codex"].rules
+    assert detect(rules, screen.view(), Evidence(limits=False))[0] == "dialog"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,9 @@ class Adapter:
     # and put back when the CLI removed or emptied them (runtime/session_keep.py). None: it
     # keeps no files of its own per session (opencode's one database holds all of them).
     session_files: Callable[[Mapping[str, str], Path, str], list[Path]] | None = None
+    # When the usage limit the CLI hit resets, as its own files state it (codex's session file:
+    # ``rate_limits.resets_at``): (env, workspace, session id) -> aware time, None: not stated.
+    limit_reset: Callable[[Mapping[str, str], Path, str], datetime | None] | None = None
     # Whether a session file's lines hold a conversation (core/kept_sessions.py); None: unknown.
     holds_conversation: Callable[[Iterable[str]], bool | None] = field(default=lambda lines: None)
     extra_env: dict[str, str] = field(default_factory=dict)

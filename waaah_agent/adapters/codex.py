@@ -25,6 +25,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
 from waaah_agent.core.kept_sessions import codex_holds
+from waaah_agent.core.limits import codex_resets_at
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
@@ -134,6 +135,26 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     if not re.fullmatch(r"[0-9a-fA-F-]{36}", session_id):
         return None
     return next((codex_home(env) / "sessions").glob(f"*/*/*/rollout-*-{session_id}.jsonl"), None)
+
+
+#: How much of the end of a session file is read for its newest ``rate_limits``.
+LIMITS_TAIL = 1024 * 1024
+
+
+def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> datetime | None:
+    """When the usage window codex used up resets, from the end of its session file."""
+    from datetime import timezone
+
+    from waaah_agent.runtime.safe_read import read_tail  # I/O, only when a run asks
+
+    path = _transcript(env, workspace, session_id)
+    if path is None:
+        return None
+    try:
+        tail = read_tail(path, LIMITS_TAIL).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return codex_resets_at(tail.splitlines(), datetime.now(timezone.utc))
 
 
 def session_meta(path: Path) -> dict[str, Any] | None:
@@ -292,8 +313,12 @@ RULES = ScreenRules(
     title_busy=re.compile(r"^[\u2800-\u28ff] "),
     # First start with a catalogued model that has a newer one ("Meet GPT-6 Sol ... 1. Try new
     # model 2. Use existing model"), an untrusted folder ("Trust this folder?").
+    # At a usage limit with the plan's windows used up, 0.171 asks "Approaching rate limits /
+    # Switch to <a cheaper model>?" (`› 1. Switch to ...`, `enter select · esc back`).
     dialog=re.compile(
-        r"enter/esc confirm · \^c quit|Trust this folder\?|^\s*› 1\. Trust and continue", re.MULTILINE
+        r"enter/esc confirm · \^c quit|Trust this folder\?|^\s*› 1\. Trust and continue|"
+        r"Approaching rate limits|enter select · esc back",
+        re.MULTILINE,
     ),
     # No provider key and no login: its welcome screen with the ways to sign in.
     login=re.compile(r"Choose how you want to use Codex\.|^\s*> 1\. Sign in with ChatGPT", re.MULTILINE),
@@ -319,6 +344,7 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: [*NO_DAEMON],
     resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
     transcript=_transcript,
+    limit_reset=_limit_reset,
     session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
     holds_conversation=codex_holds,
     own_session=own_session,

@@ -27,6 +27,7 @@ from waaah_agent.core.events import (
     HideInput,
     Instant,
     Keys,
+    LimitStated,
     Observed,
     Resized,
     Save,
@@ -92,6 +93,8 @@ class Machine(MachineParts):
             self._notice(f"WAAAH server reports this agent {event.status or 'unknown'}")
         elif isinstance(event, TokensCounted):
             self._tokens(event, t.mono)
+        elif isinstance(event, LimitStated):
+            self._limit_stated(event, t)
         elif isinstance(event, Resized):
             self._record("resize", cols=event.cols, rows=event.rows)
         elif isinstance(event, Began):

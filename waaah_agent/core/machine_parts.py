@@ -21,6 +21,7 @@ from waaah_agent.core.events import (
     ExitInfo,
     Finish,
     Instant,
+    LimitStated,
     Look,
     Menu,
     Notice,
@@ -181,6 +182,19 @@ class MachineParts:
         self._notice(f"usage limit: waiting until {text} ({how})")
         self._emit(Title(f"waaah: {self.cfg.agent} usage limit, waiting until {until:%H:%M}", hold=True))
         self.due[Due.LIMIT] = self.limit_deadline
+
+    def _limit_stated(self, event: LimitStated, t: Instant) -> None:
+        """The CLI stated its reset elsewhere (codex's session file): a wait in progress ends at
+        that time (+ the margin) instead of the one guessed or read from the banner."""
+        if self.limit_deadline is None or self.stopping is not None:
+            return
+        margin = timedelta(seconds=self.cfg.limit_margin)
+        until = min(event.until + margin, t.wall + timedelta(days=7))
+        seconds = max(0.0, (until - t.wall).total_seconds())
+        if abs(t.mono + seconds - self.limit_deadline) < 30:
+            return  # what the wait already ends at
+        how = f"stated in {event.source}: resets {event.until.isoformat(timespec='seconds')}, plus the margin"
+        self._wait_for_limit(t, until, how, self.limit_banner or "")
 
     def _limit_over(self, now: float) -> None:
         self.limit_deadline = None

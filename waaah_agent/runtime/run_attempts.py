@@ -8,12 +8,13 @@ start); this is the shell that starts the CLI (runtime/headless.py), logs and sl
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,15 @@ class Chain:
                 now=datetime.now().astimezone(),
                 tz=datetime.now().astimezone().tzinfo,
             )
+            if (
+                failure is not None
+                and failure.type in (F.RATE_LIMIT, F.QUOTA)
+                and failure.reset_at is None
+                and adapter.limit_reset is not None
+                and sid
+            ):  # codex says "try again later"; its session file says when
+                with contextlib.suppress(OSError, ValueError):
+                    failure = replace(failure, reset_at=adapter.limit_reset(self.env, self.workspace, sid))
             record = Attempt(
                 name, sid, failure.type if failure else "ok", outcome.exit_code, ms(outcome.seconds)
             )

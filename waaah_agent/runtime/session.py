@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.alerts import Where
 from waaah_agent.core.backoff import Restarts
-from waaah_agent.core.events import Outcome, StopReason, TokensCounted
+from waaah_agent.core.events import LimitStated, Outcome, StopReason, TokensCounted
 from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -83,6 +84,9 @@ from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode,
 from waaah_agent.runtime.transcripts import holds_prompt, usage_of
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
+
+#: How often the CLI's own files are read for its reset while a usage limit is waited out.
+LIMIT_LOOK = 10.0
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
@@ -395,6 +399,7 @@ class Run:
     learning: bool = False  # the CLI's own session id is still to be found (own_session)
     unpriced: set[str] = field(default_factory=set)  # models --max-cost found no price for (said once)
     started: float = 0.0  # when this run's CLI was started (epoch seconds)
+    limit_told: datetime | None = None  # the reset the CLI's files stated, told to the machine
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -512,6 +517,8 @@ class Run:
         delay = tracker.next_delay()
         if self.learn_session():
             delay = min(delay, 2.0)  # until the CLI's own session id is known: often
+        if self.state.limit_until and self.stated_limit(sup):
+            delay = min(delay, LIMIT_LOOK)  # waiting out a limit: read the CLI's own word on it
         limit, cost_limit = self.opts.max_tokens, self.opts.max_cost
         if limit is None and cost_limit is None:
             return delay
@@ -527,6 +534,18 @@ class Run:
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
             sup.tell(TokensCounted(used, limit, self.cost(), cost_limit))
         return min(delay, max(0.5, self.tokens_due - now))
+
+    def stated_limit(self, sup: Supervisor) -> bool:
+        """While a usage limit is waited out, the reset the CLI wrote in its own files (codex's
+        ``rate_limits.resets_at``) is told to the machine once; True: worth reading again."""
+        reader = self.adapter.limit_reset
+        if reader is None or not self.state.native_session_id:
+            return False
+        until = reader(self.env, Path(self.state.workspace), self.state.native_session_id)
+        if until is not None and until != self.limit_told:
+            self.limit_told = until
+            sup.tell(LimitStated(until, f"{self.adapter.name}'s session file"))
+        return True
 
     def cost(self) -> float | None:
         """What the session's tokens cost at the user's prices (None without --max-cost); a model
