@@ -106,6 +106,8 @@ class Adapter:
     # When the usage limit the CLI hit resets, as its own files state it (codex's session file:
     # ``rate_limits.resets_at``): (env, workspace, session id) -> aware time, None: not stated.
     limit_reset: Callable[[Mapping[str, str], Path, str], datetime | None] | None = None
+    # The compactions its transcript's lines mark, by key (core/compaction.py); None: not read.
+    compactions: Callable[[Iterable[str]], set[str]] | None = None
     # Whether a session file's lines hold a conversation (core/kept_sessions.py); None: unknown.
     holds_conversation: Callable[[Iterable[str]], bool | None] = field(default=lambda lines: None)
     extra_env: dict[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.compaction import claude_compactions
 from waaah_agent.core.kept_sessions import claude_holds
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_claude
@@ -102,6 +103,7 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
+    compactions=claude_compactions,
     session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
     holds_conversation=claude_holds,
     needs_login=_needs_login,

@@ -24,6 +24,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.core import mcpconf
+from waaah_agent.core.compaction import codex_compactions
 from waaah_agent.core.kept_sessions import codex_holds
 from waaah_agent.core.limits import codex_resets_at
 from waaah_agent.core.run_inputs import CliInputs
@@ -344,6 +345,7 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: [*NO_DAEMON],
     resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
     transcript=_transcript,
+    compactions=codex_compactions,
     limit_reset=_limit_reset,
     session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
     holds_conversation=codex_holds,

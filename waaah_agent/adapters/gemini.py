@@ -9,6 +9,7 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.core import mcpconf, run_inputs
+from waaah_agent.core.compaction import gemini_compactions
 from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.run_inputs import CliInputs
@@ -191,6 +192,7 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
+    compactions=gemini_compactions,
     session_files=_session_files,
     holds_conversation=gemini_holds,
     needs_login=_needs_login,

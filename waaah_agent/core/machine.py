@@ -22,6 +22,7 @@ from waaah_agent.core.events import (
     AgentStatusChanged,
     Began,
     ChildExited,
+    Compacted,
     Due,
     Event,
     HideInput,
@@ -52,9 +53,11 @@ from waaah_agent.core.machine_parts import (
 from waaah_agent.core.policy import (
     CONTINUE_PROMPT,
     HEARTBEAT_PROMPT,
+    WORKFLOW_AGAIN_AFTER,
     Now,
     NudgeKind,
     StallVerdict,
+    workflow_again,
 )
 
 __all__ = ["Machine", "MachineConfig", "Saved"]
@@ -95,6 +98,8 @@ class Machine(MachineParts):
             self._tokens(event, t.mono)
         elif isinstance(event, LimitStated):
             self._limit_stated(event, t)
+        elif isinstance(event, Compacted):
+            self._compacted(event)
         elif isinstance(event, Resized):
             self._record("resize", cols=event.cols, rows=event.rows)
         elif isinstance(event, Began):
@@ -353,6 +358,9 @@ class Machine(MachineParts):
             elif self.nudger.may_type(facts):
                 self.owe_continue = False
                 self.nudger.sent(now)
+                if self.owe_workflow and self.cfg.workflow:
+                    self._nudge_workflow(now)
+                    return
                 why = (
                     "nudges resumed (waaah resume)"
                     if self.resumed_by_user
@@ -367,6 +375,12 @@ class Machine(MachineParts):
                 self._look(self.nudger.next_check(facts))
                 self._note_next_heartbeat(t, self.nudger.next_heartbeat(facts))
             return
+        ignored = self.nudger.ignored_continues() if kind is NudgeKind.CONTINUE else 0
+        if ignored >= WORKFLOW_AGAIN_AFTER and not self.owe_workflow:
+            self.owe_workflow = f"{ignored} continue prompts in a row were ignored"
+        if self.owe_workflow and self.cfg.workflow:
+            self._nudge_workflow(now)
+            return
         if kind is NudgeKind.CONTINUE:
             why = "the turn ended outside wait_for_prompt"
             if self.loop_halted:
@@ -375,6 +389,27 @@ class Machine(MachineParts):
             self._nudge(kind, CONTINUE_PROMPT, why, now)
         else:
             self._nudge(kind, HEARTBEAT_PROMPT, "idle at the prompt", now)
+
+    def _nudge_workflow(self, now: float) -> None:
+        """The workflow again instead of a bare continue prompt (core/policy.py says when)."""
+        assert self.nudger is not None
+        why, self.owe_workflow = self.owe_workflow, ""
+        self.nudger.continues = 0
+        self._record("nudge", kind="workflow", reason=why, next_gap=self.nudger.gap)
+        self._notice(f"workflow sent again: {why}")
+        self.delivery = Delivery(
+            "workflow-again", workflow_again(self.cfg.workflow, why), self.cfg.enter_delay
+        )
+        self._look(now)
+
+    def _compacted(self, event: Compacted) -> None:
+        """The CLI compacted its conversation: the workflow may be gone from what the model
+        sees, so the next prompt sends it again (an agent in its loop needs none meanwhile)."""
+        self._record("compacted", source=event.source)
+        self._notice(
+            f"{self.cfg.agent} compacted its conversation ({event.source}): its next prompt is the workflow"
+        )
+        self.owe_workflow = f"{self.cfg.agent} compacted its conversation"
 
     def _nudge(self, kind: NudgeKind, text: str, why: str, now: float) -> None:
         assert self.nudger is not None

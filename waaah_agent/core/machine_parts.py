@@ -58,6 +58,7 @@ class MachineConfig:
     limit_resume_keys: bytes = b""  # keys that take the CLI's limit screen back to work
     loop_dialog_keys: bytes = b""  # keys that turn the CLI's loop detector off when it asks
     login_hint: str = ""
+    workflow: str = ""  # the workflow's text, sent again when the agent may have lost it
     # What works instead when the CLI's login failed for good (Reading.login_refused).
     refused_hint: str = ""
     stop_grace: float = 5.0
@@ -106,6 +107,7 @@ class MachineParts:
         # is back, one continue prompt is owed to an agent idle at its prompt.
         self.server_down = cfg.server_down
         self.owe_continue = False
+        self.owe_workflow = ""  # why the next prompt is the workflow again ("" while it is not)
         self.loop_answered: float | None = None  # when the loop-detector question was answered
         self.loop_halt_seen = False  # its halt message is on the screen (recorded once)
         self.loop_halted = False  # ... and the next continue prompt says that was the cause

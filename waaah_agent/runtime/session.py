@@ -23,7 +23,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.alerts import Where
 from waaah_agent.core.backoff import Restarts
-from waaah_agent.core.events import LimitStated, Outcome, StopReason, TokensCounted
+from waaah_agent.core.events import Compacted, LimitStated, Outcome, StopReason, TokensCounted
 from waaah_agent.core.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -81,12 +81,14 @@ from waaah_agent.runtime.store import (
     now_iso,
 )
 from waaah_agent.runtime.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
-from waaah_agent.runtime.transcripts import holds_prompt, usage_of
+from waaah_agent.runtime.transcripts import CompactionWatch, holds_prompt, usage_of
 from waaah_agent.runtime.waaah import check_server
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 
 #: How often the CLI's own files are read for its reset while a usage limit is waited out.
 LIMIT_LOOK = 10.0
+#: How often the CLI's transcript is read for a compaction (only what it gained since).
+COMPACTION_LOOK = 5.0
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
@@ -400,6 +402,7 @@ class Run:
     unpriced: set[str] = field(default_factory=set)  # models --max-cost found no price for (said once)
     started: float = 0.0  # when this run's CLI was started (epoch seconds)
     limit_told: datetime | None = None  # the reset the CLI's files stated, told to the machine
+    compaction: CompactionWatch | None = None  # compactions in the CLI's transcript, this run
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -421,6 +424,15 @@ class Run:
                 self.session.event,
             )
             if native
+            else None
+        )
+        # Compactions from now on (those already in a resumed transcript are history).
+        self.compaction = (
+            CompactionWatch.begin(
+                adapter.compactions,
+                adapter.transcript(self.env, workspace, state.native_session_id) if native else None,
+            )
+            if adapter.compactions is not None
             else None
         )
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
@@ -463,6 +475,7 @@ class Run:
                 limit_resume_keys=adapter.limit_resume_keys,
                 loop_dialog_keys=adapter.loop_dialog_keys,
                 login_hint=clis.login_hint(adapter, self.env),
+                workflow=self.workflow.text,
                 refused_hint=adapter.refused_hint,
                 stop_grace=self.opts.stop_grace,
                 policy=self.opts.policy,
@@ -519,6 +532,9 @@ class Run:
             delay = min(delay, 2.0)  # until the CLI's own session id is known: often
         if self.state.limit_until and self.stated_limit(sup):
             delay = min(delay, LIMIT_LOOK)  # waiting out a limit: read the CLI's own word on it
+        if self.compaction is not None:
+            self.look_for_compaction(sup)
+            delay = min(delay, COMPACTION_LOOK)
         limit, cost_limit = self.opts.max_tokens, self.opts.max_cost
         if limit is None and cost_limit is None:
             return delay
@@ -534,6 +550,14 @@ class Run:
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
             sup.tell(TokensCounted(used, limit, self.cost(), cost_limit))
         return min(delay, max(0.5, self.tokens_due - now))
+
+    def look_for_compaction(self, sup: Supervisor) -> None:
+        """A compaction the CLI marked in its transcript since the last look is told to the
+        machine (the next prompt is then the workflow again)."""
+        assert self.compaction is not None
+        path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
+        if self.compaction.news(path):
+            sup.tell(Compacted(f"its transcript {path}"))
 
     def stated_limit(self, sup: Supervisor) -> bool:
         """While a usage limit is waited out, the reset the CLI wrote in its own files (codex's
