@@ -17,8 +17,15 @@ from tests.e2e.conftest import workspace_for
 from tests.e2e.test_agent_codex import killed_codex_resumes_natively, workflow_loop_and_continue_through_codex
 from tests.e2e.test_waaah_agent import cli_env, killed_cli_resumes_natively, workflow_loop_exit_and_continue
 from tests.runtime.helpers import WAAAH, events, state
+from waaah_agent.runtime.clis import CHECKOUT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+#: The project's own way to install the release waaah is tested with (runtime/clis.py).
+INSTALL_GEMINI = (
+    f"{CHECKOUT}/scripts/install_clis.sh gemini (the pinned 0.61.0, into {CHECKOUT}/.cache/clis; "
+    "make run AGENT=gemini does it too)"
+)
 
 #: gemini and claude against the fake model API; codex (the OpenAI-style fake) below.
 OLDER = [(cli, version) for cli, versions in OLD_RELEASES.items() if cli != "codex" for version in versions]
@@ -84,7 +91,7 @@ def test_a_release_too_old_to_drive_stops_at_once_with_one_line(cli, version, tm
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"waaah: {cli} {version} is too old for waaah (it has no --resume): the oldest supported is "
-        f"{OLD_RELEASES[cli][-1]}; update it: npm install -g @google/gemini-cli@latest"
+        f"{OLD_RELEASES[cli][-1]}; update it: {INSTALL_GEMINI}"
     ]
     assert model.main_requests() == []  # the CLI never started: nothing asked, nothing restarted
     assert not (ws / ".waaah" / "sessions").exists()
@@ -118,5 +125,5 @@ def test_doctor_says_where_the_installed_release_stands(version, status, standin
     assert (check["status"], check["version"], check["standing"]) == (status, version, standing), check
     assert "the oldest supported is 0.34.0" in check["detail"]
     if status == "fail":
-        assert check["fix"] == "update it: npm install -g @google/gemini-cli@latest"
+        assert check["fix"] == f"update it: {INSTALL_GEMINI}"
         assert done.returncode == 1

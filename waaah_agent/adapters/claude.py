@@ -14,6 +14,7 @@ from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_claude
 from waaah_agent.core.tokens import claude_counter
 from waaah_agent.core.versions import ReleaseSupport
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp_setup import PerRunConfig, PerRunHooks, Persistent
 
 
@@ -88,14 +89,14 @@ ADAPTER = Adapter(
     name="claude",
     display_name="Claude Code",
     binary="claude",
-    install_hint="npm install -g @anthropic-ai/claude-code",
+    install_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
     tested_version="2.1.332",
     releases=ReleaseSupport(
         tested="2.1.332",
         oldest="2.1.200",
-        update_hint="npm install -g @anthropic-ai/claude-code@latest",
+        update_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
         needs=("--resume", "--session-id"),
         older_tested=("2.1.330", "2.1.300", "2.1.200"),
     ),

@@ -30,6 +30,7 @@ from waaah_agent.core.limits import codex_resets_at
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_codex
 from waaah_agent.core.tokens import Usage, UsageCounter
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp_setup import (
     PROXY_COMMAND,
     ConfigRefused,
@@ -336,7 +337,7 @@ ADAPTER = Adapter(
     name="codex",
     display_name="Codex CLI",
     binary="codex",
-    install_hint="npm install -g @openai/codex",
+    install_hint=install_command("codex", "@openai/codex", "0.171.0"),
     login_hint="codex login, or set OPENAI_API_KEY",
     rules=RULES,
     tested_version="0.171.0",

@@ -18,6 +18,7 @@ from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.cli_home import PerRunHome
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp_setup import Persistent, read_json
 
 _SESSION_FILE = re.compile(r"session-(\d{4}-\d\d-\d\dT\d\d-\d\d)-([0-9a-f]{8})\.(jsonl?)")
@@ -172,7 +173,7 @@ ADAPTER = Adapter(
     name="gemini",
     display_name="Gemini CLI",
     binary="gemini",
-    install_hint="npm install -g @google/gemini-cli",
+    install_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     refused_hint=ANTIGRAVITY_HINT,
     rules=RULES,
@@ -180,7 +181,7 @@ ADAPTER = Adapter(
     releases=ReleaseSupport(
         tested="0.61.0",
         oldest="0.34.0",
-        update_hint="npm install -g @google/gemini-cli@latest",
+        update_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
         needs=("--resume",),
         own_id_option="--session-id",  # 0.34.0 has none: the id is read back (_learn_session_id)
         older_tested=("0.51.0", "0.34.0"),

@@ -32,6 +32,7 @@ from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_
 from waaah_agent.core import mcpconf
 from waaah_agent.core.run_inputs import CliInputs
 from waaah_agent.core.streams import StreamParser, apply_opencode
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp_setup import (
     PROXY_COMMAND,
     ConfigRefused,
@@ -235,7 +236,7 @@ ADAPTER = Adapter(
     name="opencode",
     display_name="opencode",
     binary="opencode",
-    install_hint="npm install -g opencode-ai",
+    install_hint=install_command("opencode", "opencode-ai", "1.18.33"),
     login_hint="opencode auth login",
     rules=RULES,
     tested_version="1.18.33",
