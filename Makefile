@@ -60,9 +60,10 @@ browser:
 clis-old:
 	scripts/install_clis.sh old
 
-## The supervisor over a bundled SIMULATED agent (no account, no model needed).
+## The supervisor over a bundled SIMULATED agent (no account, no model needed); its screen says what to try.
 demo: venv
-	$(BIN)/waaah agent --start=simulated --as=$(WORKFLOW) $(ARGS)
+	@echo "waaah: the demo agent has no model; try /crash 1, /limit try again in 2 minutes, hello, /quit, Ctrl+C"
+	SIM_DEMO=1 $(BIN)/waaah agent --start=simulated --as=$(WORKFLOW) $(ARGS)
 
 bench: venv
 	$(BIN)/python scripts/bench_relay.py
