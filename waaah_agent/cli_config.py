@@ -35,8 +35,7 @@ def config(
             f"config file: {where}" + ("" if where.exists() else " (none; waaah config --example shows one)")
         )
         for row in rows:
-            value = row["value"] or "-"
-            print(f"  {row['key']:<17} {value:<40} {row['from']} ({row['variable']})")
+            print(f"  {row['key']:<17} {row['value']:<40} {row['from']} ({row['variable']})")
         return 0
 
     _exit(go)

@@ -80,4 +80,6 @@ def test_a_stop_right_after_the_start_leaves_nothing_to_print(tmp_path):
         root.removeHandler(keep)
         root.setLevel(level)
     assert not [r for r in records if "thread is inactive" in r], records
-    assert not [t for t in threading.enumerate() if "Emitter" in type(t).__name__ or "Observer" in type(t).__name__]
+    assert not [
+        t for t in threading.enumerate() if "Emitter" in type(t).__name__ or "Observer" in type(t).__name__
+    ]

@@ -31,7 +31,9 @@ class _StoppedByUs(logging.Filter):
     only that we stopped it; the observer is joined at the stop, and this record dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("InotifyEmitter.queue_events() called when the thread is inactive")
+        return not str(record.msg).startswith(
+            "InotifyEmitter.queue_events() called when the thread is inactive"
+        )
 
 
 _WATCHDOG_INOTIFY = logging.getLogger("watchdog.observers.inotify")
