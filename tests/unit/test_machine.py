@@ -219,6 +219,30 @@ def test_a_limit_saved_by_an_earlier_supervisor_is_waited_for_and_a_bad_one_is_i
     assert naive.next_due() == 1800.0
 
 
+def test_a_reset_the_cli_states_elsewhere_ends_a_wait_its_banner_left_open():
+    """codex's banner says "try again later"; its session file names the reset (LimitStated)."""
+    night = Night()
+    night.start()
+    night.run_until(60)
+    night.wait_ends("task")
+    night.cli.busy_until = night.t + 10
+    night.cli.loops = False
+    night.cli.limit = "■ You've hit your usage limit. Upgrade to Pro or try again later."
+    night.look(night.t)
+    night.run_until(100)
+    [guessed] = night.records("limit")
+    assert guessed["how"].startswith("default: no reset time stated")
+    stated = night.instant().wall + timedelta(minutes=5)
+    night.tell(ev.LimitStated(stated, "codex's session file"))
+    night.tell(ev.LimitStated(stated, "codex's session file"))  # told again: nothing new
+    guessed, told = night.records("limit")
+    assert told["how"].startswith("stated in codex's session file: resets ")
+    assert told["until"] == (stated + timedelta(seconds=60)).isoformat(timespec="seconds")
+    night.run_until(100 + 10 * 60)
+    over = [t for t, _, acts in night.log if ev.Record("limit-over", {}) in acts]
+    assert over == [pytest.approx(100 + 6 * 60, abs=2)]  # at the stated reset + 60 s, not 30 min
+
+
 def test_evict_shutdown_stops_and_evict_restart_restarts():
     for action, reason, again in (
         ("SHUTDOWN", ev.StopReason.EVICT, False),
