@@ -56,7 +56,7 @@ clis-extra:
 browser:
 	@scripts/install_browser.sh
 
-## Older releases of gemini and claude the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
+## Older releases of gemini, claude and codex the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
 clis-old:
 	scripts/install_clis.sh old
 

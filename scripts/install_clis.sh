@@ -16,8 +16,9 @@ CODEX_VERSION="0.171.0"
 OPENCODE_PKG="opencode-ai"
 OPENCODE_VERSION="1.18.33"
 
-# Older releases run by the e2e core scenarios (README "CLI releases"); 0.13.0 is the too-old
-# gemini the supervisor must refuse (it has no --resume).
+# Older releases run by the e2e core scenarios (README "CLI releases"): the previous pins among
+# them (claude 2.1.330, codex 0.169.0); 0.13.0 is the too-old gemini the supervisor must refuse
+# (it has no --resume).
 OLD_RELEASES=(
     "gemini $GEMINI_PKG 0.51.0"
     "gemini $GEMINI_PKG 0.34.0"
