@@ -175,7 +175,7 @@ def test_a_bad_variable_is_still_the_settings_usage_error(ws: Path) -> None:
 
 def test_the_module_entry_point_has_the_same_conventions() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "waaah_agent.cli", "run", "-h"],
+        [sys.executable, "-m", "waaah_agent.commands.app", "run", "-h"],
         capture_output=True,
         text=True,
         timeout=30,
