@@ -175,12 +175,13 @@ def test_a_bad_variable_is_still_the_settings_usage_error(ws: Path) -> None:
 
 def test_the_module_entry_point_has_the_same_conventions() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "waaah_agent.commands.app", "run", "-h"],
+        [sys.executable, "-m", "waaah_agent.cli", "run", "-h"],
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert done.returncode == 0 and "Usage:" in done.stdout and "[-- CLI_ARGS...]" in done.stdout
+    usage = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "Usage:" in usage and "[-- CLI_ARGS...]" in usage, done.stdout
 
 
 # ----- arguments for the agent CLI: after `--` only ------------------------------------------------

@@ -163,6 +163,6 @@ def test_defaults_and_what_was_typed_earlier_are_shown_never_a_dash(workspace, f
     settings = {r["key"]: r for r in shown["settings"]}
     assert settings["server"]["value"] == "http://waaah.example:3000"
     assert settings["server"]["from"] == f"typed at an earlier start, kept in {kept / 'server'}"
-    assert settings["api_key_file"]["value"] == f"{kept / 'api-key'} (holds a key: ****6789)"
+    assert settings["api_key_file"]["value"] == f"{kept / 'api-key'} (holds a key ending ****6789)"
     out = run(workspace, env, "config").stdout
     assert key not in out and key not in json.dumps(shown)

@@ -214,6 +214,6 @@ ADAPTER = Adapter(
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
-    provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_"),
+    provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "CODE_ASSIST_"),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini), inputs=INPUTS),
 )

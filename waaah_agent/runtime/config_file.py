@@ -108,7 +108,7 @@ def _kept_key(env: MutableMapping[str, str]) -> str:
         return f"{where} ({err})"
     if not kept:
         return f"{where} (no key kept)"
-    return f"{where} (holds a key: {'*' * 4}{kept[-4:] if len(kept) >= 16 else ''})"
+    return f"{where} (holds a key ending {'*' * 4}{kept[-4:] if len(kept) >= 16 else ''})"
 
 
 def shown(env: MutableMapping[str, str]) -> list[dict[str, str]]:
