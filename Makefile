@@ -69,13 +69,14 @@ image:
 image-test: venv image
 	WAAAH_IMAGE=$${WAAAH_IMAGE:-localhost/waaah-agent:dev} $(BIN)/python -m pytest tests/image -s
 
-## Older releases of gemini and claude the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
+## Older releases of gemini, claude and codex the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
 clis-old:
 	scripts/install_clis.sh old
 
-## The supervisor over a bundled SIMULATED agent (no account, no model needed).
+## The supervisor over a bundled SIMULATED agent (no account, no model needed); its screen says what to try.
 demo: venv
-	$(BIN)/waaah agent --start=simulated --as=$(WORKFLOW) $(ARGS)
+	@echo "waaah: the demo agent has no model; try /crash 1, /limit try again in 2 minutes, hello, /quit, Ctrl+C"
+	SIM_DEMO=1 $(BIN)/waaah agent --start=simulated --as=$(WORKFLOW) $(ARGS)
 
 bench: venv
 	$(BIN)/python scripts/bench_relay.py

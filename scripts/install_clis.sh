@@ -10,20 +10,23 @@ set -euo pipefail
 GEMINI_PKG="@google/gemini-cli"
 GEMINI_VERSION="0.61.0"
 CLAUDE_PKG="@anthropic-ai/claude-code"
-CLAUDE_VERSION="2.1.330"
+CLAUDE_VERSION="2.1.332"
 CODEX_PKG="@openai/codex"
-CODEX_VERSION="0.169.0"
+CODEX_VERSION="0.171.0"
 OPENCODE_PKG="opencode-ai"
 OPENCODE_VERSION="1.18.33"
 
-# Older releases run by the e2e core scenarios (README "CLI releases"); 0.13.0 is the too-old
-# gemini the supervisor must refuse (it has no --resume).
+# Older releases run by the e2e core scenarios (README "CLI releases"): the previous pins among
+# them (claude 2.1.330, codex 0.169.0); 0.13.0 is the too-old gemini the supervisor must refuse
+# (it has no --resume).
 OLD_RELEASES=(
     "gemini $GEMINI_PKG 0.51.0"
     "gemini $GEMINI_PKG 0.34.0"
     "gemini $GEMINI_PKG 0.13.0"
+    "claude $CLAUDE_PKG 2.1.330"
     "claude $CLAUDE_PKG 2.1.300"
     "claude $CLAUDE_PKG 2.1.200"
+    "codex $CODEX_PKG 0.169.0"
 )
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,7 +67,7 @@ ensure() {
     local reported
     reported="$("$BIN/$name" --version 2>/dev/null | head -n 1)" ||
         die "$name --version failed after install (run $BIN/$name --version to see why)"
-    # codex says "codex-cli 0.169.0".
+    # codex says "codex-cli 0.171.0".
     [[ "${reported#codex-cli }" == "$version"* ]] || die "$name reports '$reported', expected $version"
     echo "$name $version (installed in $((SECONDS - started)) s: $BIN/$name)"
 }

@@ -10,7 +10,8 @@ state was reached. The bytes include the window title (OSC 0) the CLI set.
 
 States: idle, draft, busy, reply, tool, exit, dialog, login, limit (a final usage-limit error)
 and, for claude and codex, trust; for gemini also loop (its loop detector halting a run of identical
-wait_for_prompt calls). Each group of states comes from its own short session (fresh start).
+wait_for_prompt calls), oauth ("Sign in with Google" with no credentials: the authorization code
+prompt) and refused (a Google account the Code Assist API refuses: IneligibleTierError). Each group of states comes from its own short session (fresh start).
 ``--only STATE`` re-records one state of the installed version and keeps the others.
 """
 
@@ -48,6 +49,7 @@ from tests.doubles.cli_homes import (  # noqa: E402
     gemini_idle,
     slow_mcp_server,
 )
+from tests.doubles.fake_code_assist import FakeCodeAssist, code_assist_env  # noqa: E402
 from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, ToolCall  # noqa: E402
 
 ROWS, COLS = 40, 120
@@ -89,21 +91,10 @@ def codex_rules() -> list[fake_openai.Rule]:
     return [
         o.Rule("BUSY-MARKER", o.Text(BUSY_REPLY, delay=BUSY_SECONDS)),
         o.Rule("REPLY-MARKER", o.Text(QUICK_REPLY)),
-        o.Rule("LIMIT-MARKER", o.HttpError(429, body=CODEX_QUOTA)),
+        o.Rule("LIMIT-MARKER", o.HttpError(429, body=o.CODEX_QUOTA)),
         o.Rule("TOOL-MARKER", o.McpCall("waaah", "wait_for_prompt", {"agentId": "recorder", "timeout": 290})),
         o.Rule("", o.Text(TOOL_REPLY), after_tool="wait_for_prompt"),
     ]
-
-
-#: The answer of a plan's usage limit (ChatGPT sign-in), with the seconds until it resets.
-CODEX_QUOTA = {
-    "error": {
-        "type": "usage_limit_reached",
-        "message": "The usage limit has been reached",
-        "plan_type": "plus",
-        "resets_in_seconds": 7200,
-    }
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,7 +231,8 @@ def session(
     *,
     settings_edit: JsonEdit | None = None,
     state_edit: JsonEdit | None = None,
-    rules: list[Rule] | None = None,
+    rules: list[Any] | None = None,
+    extra_env: dict[str, str] | None = None,
     **env_kwargs: Any,
 ) -> Iterator[tuple[CliPty, Path]]:
     """A fresh fake model, temp HOME and git workspace, and the CLI running in a PTY.
@@ -254,7 +246,8 @@ def session(
         ws.mkdir()
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
         if cli == "codex":
-            with codex_session(codex_rules(), root, ws, extra_args, **env_kwargs) as pty:
+            script = codex_rules() if rules is None else rules
+            with codex_session(script, root, ws, extra_args, **env_kwargs) as pty:
                 yield pty, root
             return
         with FakeModel(model_rules() if rules is None else rules) as fake:
@@ -267,6 +260,7 @@ def session(
                 _edit_json(settings, settings_edit)
             if state_edit is not None:
                 _edit_json(root / "home" / ".claude.json", state_edit)
+            env.update(extra_env or {})
             pty = CliPty([str(cli_bin(cli)), *extra_args], env, ws)
             try:
                 yield pty, root
@@ -353,6 +347,35 @@ def record_gemini_extras(rec: Recorder) -> None:
         )
 
 
+def record_gemini_google_login(rec: Recorder) -> None:
+    """oauth: "Sign in with Google" chosen and no credentials: with no browser, gemini prints an
+    OAuth URL and waits at `Enter the authorization code:` (a login, for a person to finish).
+    refused: a Google account the Code Assist API refuses (tests/doubles/fake_code_assist.py), as
+    it refuses personal accounts moved to Antigravity: gemini's auth dialog says why."""
+
+    def google(settings: dict[str, Any]) -> None:
+        settings["security"]["auth"]["selectedType"] = "oauth-personal"
+
+    with session("gemini", api_key=None, settings_edit=google) as (pty, _):
+        pty.wait(lambda s: "Enter the authorization code:" in s.text, "the authorization code prompt")
+        pty.settle()
+        rec.save(
+            "oauth", pty, "security.auth.selectedType=oauth-personal, no key, no credentials, no browser"
+        )
+
+    with FakeCodeAssist() as code_assist:
+        extra = code_assist_env(code_assist.url)
+        with session("gemini", api_key=None, settings_edit=google, extra_env=extra) as (pty, _):
+            pty.wait(lambda s: "Failed to sign in" in s.text, "the sign-in failure")
+            pty.settle()
+            rec.save(
+                "refused",
+                pty,
+                "signed in with Google (GOOGLE_GENAI_USE_GCA, an access token); the Code Assist API "
+                "(fake_code_assist.py) refuses the account: IneligibleTierError in the auth dialog",
+            )
+
+
 def record_gemini_loop(rec: Recorder) -> None:
     """loop: the model calls wait_for_prompt with the same arguments again and again, as an agent
     waiting in its loop does, and keeps doing so after gemini's first loop detection (which only
@@ -423,6 +446,26 @@ def record_claude_extras(rec: Recorder) -> None:
         )
 
 
+def record_codex_ratelimits(rec: Recorder) -> None:
+    """ratelimits: the usage limit answered with the plan's rate-limit headers (the 5-hour
+    window used up): codex's limit line, then its "Approaching rate limits" question."""
+    headers = fake_openai.codex_limit_headers(int(time.time()) + 7200)
+    quota = fake_openai.HttpError(429, body=fake_openai.CODEX_QUOTA, headers=headers)
+    rules = [fake_openai.Rule("LIMIT-MARKER", quota)]
+    with session("codex", rules=rules) as (pty, _):
+        start_idle(pty, PROFILES["codex"])
+        pty.paste("LIMIT-MARKER hello")
+        pty.enter()
+        pty.wait(lambda s: "Approaching rate limits" in s.text, "the rate-limit question")
+        pty.settle()
+        rec.save(
+            "ratelimits",
+            pty,
+            "429 usage_limit_reached with x-codex-primary-* headers (100 % used, resets in 2 h): the "
+            "limit line and the 'Approaching rate limits' question",
+        )
+
+
 def record_codex_extras(rec: Recorder) -> None:
     """dialog: the "Meet <newer model>" migration codex shows on the first start with an older
     catalogued model; trust: an untrusted workspace; login: no provider configured, no key."""
@@ -468,9 +511,11 @@ def record(cli: str) -> Path:
     record_limit(rec, PROFILES[cli])
     if cli == "gemini":
         record_gemini_extras(rec)
+        record_gemini_google_login(rec)
         record_gemini_loop(rec)
     elif cli == "codex":
         record_codex_extras(rec)
+        record_codex_ratelimits(rec)
     else:
         record_claude_extras(rec)
     rec.write_meta()
@@ -479,14 +524,25 @@ def record(cli: str) -> Path:
     return out
 
 
+ONLY: dict[str, tuple[str, Callable[[Recorder], None]]] = {
+    "loop": ("gemini", record_gemini_loop),
+    "google-login": ("gemini", record_gemini_google_login),
+    "ratelimits": ("codex", record_codex_ratelimits),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: record the named CLI, or both."""
     parser = argparse.ArgumentParser(description="Re-record real CLI screens as detector fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
-    parser.add_argument("--only", choices=["loop"], help="re-record this state only, keep the others")
+    parser.add_argument(
+        "--only",
+        choices=list(ONLY),
+        help="re-record these states only (gemini: loop, google-login; codex: ratelimits), keep the others",
+    )
     args = parser.parse_args(argv)
-    if args.only == "loop":
-        record_one("gemini", record_gemini_loop)
+    if args.only:
+        record_one(*ONLY[args.only])
         return 0
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
         record(cli)

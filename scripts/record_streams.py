@@ -16,7 +16,10 @@ turn of ``answer``'s session through the CLI's own resume), ``rate_limit`` (a fi
 ``server_error`` (HTTP 500), ``auth`` (HTTP 401), ``no_key`` (no API key at all), ``bad_model``
 (HTTP 404 for the model), ``bad_session`` (resume of an id the CLI never had), ``rate_limit_words`` (the model's own answer talks about rate limits:
 not an error) and ``thinking`` (the model thinks first: the anthropic API's thinking block, gemini's
-thought parts; the session file the CLI wrote is kept too, as ``thinking.session.jsonl``).
+thought parts; the session file the CLI wrote is kept too, as ``thinking.session.jsonl``); for
+gemini also ``oauth_needed`` ("Sign in with Google" chosen, no credentials: headless it cannot
+ask) and ``account_refused`` (a Google account the Code Assist API refuses, as it refuses personal
+accounts moved to Antigravity: tests/doubles/fake_code_assist.py).
 
 ``--scenario NAME`` (repeatable) records only those scenarios.
 """
@@ -24,6 +27,7 @@ thought parts; the session file the CLI wrote is kept too, as ``thinking.session
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -40,6 +44,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from record_transcripts import neutralise  # noqa: E402
 
 from tests.doubles.cli_homes import claude_env, cli_bin, cli_version, gemini_env, slow_mcp_server  # noqa: E402
+from tests.doubles.fake_code_assist import FakeCodeAssist, code_assist_env  # noqa: E402
 from tests.doubles.fake_model import FakeModel, HttpError, Rule, Text, ToolCall, Usage  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "streams"
@@ -65,7 +70,12 @@ PROMPTS = {
     "rate_limit_words": "WORDS-MARKER explain rate limits",
     "bad_session": "ANSWER-MARKER say hello",
     "thinking": "THINK-MARKER say hello",
+    # gemini only: "Sign in with Google" chosen and no credentials (headless: no way to log in),
+    # and a Google account the Code Assist API refuses (tests/doubles/fake_code_assist.py).
+    "oauth_needed": "ANSWER-MARKER say hello",
+    "account_refused": "ANSWER-MARKER say hello",
 }
+GEMINI_ONLY = ("oauth_needed", "account_refused")
 
 
 def model_rules() -> list[Rule]:
@@ -92,6 +102,16 @@ def headless_argv(cli: str, prompt: str, session: tuple[str, str]) -> list[str]:
     return [*argv, "--verbose"] if cli == "claude" else argv
 
 
+def google_login_env(home: Path, url: str) -> dict[str, str]:
+    """gemini in a home where "Sign in with Google" was chosen, with no key."""
+    env = gemini_env(home, url, api_key=None)
+    settings = home / ".gemini" / "settings.json"
+    data = json.loads(settings.read_text(encoding="utf-8"))
+    data["security"]["auth"]["selectedType"] = "oauth-personal"
+    settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return env
+
+
 def session_file(cli: str, home: Path, session_id: str) -> Path:
     """The CLI's own session file of ``session_id`` under the throwaway ``home``."""
     pattern = (
@@ -115,16 +135,24 @@ def record(cli: str, only: list[str] | None = None) -> Path:
         subprocess.run(["git", "init", "-q", str(ws)], check=True)
         mcp = {"waaah": slow_mcp_server(0.3)}
         out.mkdir(parents=True, exist_ok=True)
-        with FakeModel(model_rules(), usage=USAGE) as fake:
+        with FakeModel(model_rules(), usage=USAGE) as fake, FakeCodeAssist() as code_assist:
+            special: dict[str, dict[str, str]] = {}
             if cli == "gemini":
                 env = gemini_env(root / "home", fake.url, mcp_servers=mcp)
                 no_key = gemini_env(root / "home", fake.url, mcp_servers=mcp, api_key=None)
+                special["oauth_needed"] = google_login_env(root / "home-oauth", fake.url)
+                special["account_refused"] = {
+                    **google_login_env(root / "home-refused", fake.url),
+                    **code_assist_env(code_assist.url),
+                }
             else:
                 env = claude_env(root / "home", fake.url, ws, mcp_servers=mcp)
                 no_key = claude_env(root / "home", fake.url, ws, mcp_servers=mcp, api_key=None)
             first = str(uuid.uuid4())
             for scenario, prompt in PROMPTS.items():
                 if only and scenario not in only and not (scenario == "answer" and "resume" in only):
+                    continue
+                if scenario in GEMINI_ONLY and cli != "gemini":
                     continue
                 session = ("--resume", first) if scenario == "resume" else ("--session-id", str(uuid.uuid4()))
                 if scenario == "answer":
@@ -135,7 +163,7 @@ def record(cli: str, only: list[str] | None = None) -> Path:
                 proc = subprocess.Popen(
                     argv,
                     cwd=ws,
-                    env=no_key if scenario == "no_key" else env,
+                    env=special.get(scenario) or (no_key if scenario == "no_key" else env),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,

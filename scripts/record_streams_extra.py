@@ -4,7 +4,7 @@
 
 Install the pinned CLIs first::
 
-    npm install --prefix .cache/extra-clis --no-audit --no-fund @openai/codex@0.169.0 opencode-ai@1.18.33
+    npm install --prefix .cache/extra-clis --no-audit --no-fund @openai/codex@0.171.0 opencode-ai@1.18.33
 
 For each CLI it starts the fake OpenAI API (tests/doubles/fake_openai.py) on 127.0.0.1, creates a
 throwaway HOME / CODEX_HOME / XDG directories and a throwaway git workspace, and runs one headless

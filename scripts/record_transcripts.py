@@ -60,6 +60,13 @@ FIRST_REPLY = "Hello from the fake model."
 TOOL_PROMPT = "TOOL-MARKER wait for the next task"
 TOOL_REPLY = "Back from wait_for_prompt."
 QUIT = {"gemini": "/quit", "claude": "/exit", "codex": "/quit"}
+#: Each CLI's command that compacts its conversation, and what its screen says when done.
+COMPACT = {
+    "gemini": ("/compress", "Chat history compressed"),
+    "claude": ("/compact", "Compacted"),
+    "codex": ("/compact", "compacted"),
+}
+SUMMARY = "SUMMARY-MARKER: the user said hello, then asked to wait for the next task."
 
 #: Neutral stand-ins for the throwaway directories, applied longest first.
 NEUTRAL = {"ws": "/home/user/project", "home": "/home/user", "": "/tmp/recording"}
@@ -120,16 +127,20 @@ def neutralise(text: str, root: Path) -> str:
 
 
 def fake_model(cli: str) -> FakeModel | fake_openai.FakeOpenAI:
-    """The fake model API the CLI talks to, reporting ``USAGE`` for every reply."""
+    """The fake model API the CLI talks to, reporting ``USAGE`` for every reply; a request no
+    rule answers (the summary a compaction asks for) gets ``SUMMARY``."""
     if cli == "codex":
         usage = fake_openai.Usage(USAGE.input_tokens, USAGE.output_tokens, cached_tokens=0)
-        return fake_openai.FakeOpenAI(codex_rules(), usage=usage)
-    return FakeModel(model_rules(), usage=USAGE)
+        return fake_openai.FakeOpenAI(
+            [*codex_rules(), fake_openai.Rule("", fake_openai.Text(SUMMARY))], usage=usage
+        )
+    return FakeModel(model_rules(), usage=USAGE, default=Text(SUMMARY))
 
 
-def record(cli: str, release: str = "") -> Path:
+def record(cli: str, release: str = "", compact: bool = False) -> Path:
     """Run two turns of ``cli`` (the pinned release, or an older ``release``) and save its session
-    file as a fixture; returns the fixture path."""
+    file as a fixture; returns the fixture path. ``compact``: then have the CLI compact its
+    conversation (its own command) and save it as ``<cli>-<version>.compacted.jsonl``."""
     version = release or cli_version(cli)
     binary = old_cli_bin_dir(cli, release) / cli if release else cli_bin(cli)
     root = Path(tempfile.mkdtemp(prefix="waaah-rec-")).resolve()
@@ -154,12 +165,19 @@ def record(cli: str, release: str = "") -> Path:
                     pty.enter()
                     pty.wait(replied(reply, idle), f"reply {reply!r}")
                     pty.settle()
+                if compact:
+                    command, done = COMPACT[cli]
+                    pty.keys(command)
+                    pty.pump(1.0)  # its completion list under the box first
+                    pty.enter()
+                    pty.wait(lambda s: done in s.text and idle(s), f"{command} done", timeout=90)
+                    pty.settle()
                 pty.keys(QUIT[cli])
                 pty.enter()
                 pty.wait_exit()
         found = session_file(cli, root / "home")
         text = neutralise(found.read_text(encoding="utf-8"), root)
-        out = FIXTURES / f"{cli}-{version}{found.suffix}"
+        out = FIXTURES / f"{cli}-{version}{'.compacted' if compact else ''}{found.suffix}"
         FIXTURES.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
         print(f"{cli} {version} -> {out.relative_to(REPO)} ({len(text.splitlines())} lines)")
@@ -173,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Re-record real CLI transcripts as token fixtures.")
     parser.add_argument("cli", nargs="?", choices=["gemini", "claude", "codex", "all"], default="all")
     parser.add_argument("--release", default="", help="an older release installed by make clis-old")
+    parser.add_argument(
+        "--compact", action="store_true", help="then compact (<cli>-<version>.compacted.jsonl)"
+    )
     args = parser.parse_args(argv)
     for cli in ["gemini", "claude"] if args.cli == "all" else [args.cli]:
-        record(cli, args.release)
+        record(cli, args.release, args.compact)
     return 0
 
 

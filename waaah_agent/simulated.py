@@ -15,7 +15,8 @@ cell by cell with cursor moves and colours, or as the input line written again a
 instead of a redraw), SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
 ``sleep 300`` daemon in a session of its own, ``nohup``, a ``sleep 300`` that ignores SIGHUP in
 ours; both double-forked through ``sh``, so their parent is gone at once; their pids are
-appended to the file SIM_SPAWN_PIDS, one ``kind pid`` a line). `/apikey` opens a key-entry
+appended to the file SIM_SPAWN_PIDS, one ``kind pid`` a line), SIM_DEMO=1 (`make demo`: the banner
+says what to try: ``/crash 1``, ``/limit try again in 2 minutes``, ...). `/apikey` opens a key-entry
 screen that echoes what is typed, as gemini's "Enter Gemini API Key" does; Enter closes it.
 
 SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the interactive
@@ -49,6 +50,15 @@ from pathlib import Path
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PLACEHOLDER = "  Type your message or @path/to/file"
+#: What `make demo` shows to try (SIM_DEMO=1), each with what waaah does about it.
+DEMO_HINTS = [
+    "Try, at the prompt below:",
+    "  /crash 1                        the agent crashes: waaah restarts it and resumes its session",
+    "  /limit try again in 2 minutes   a usage limit: waaah waits it out, then asks it to continue",
+    "  hello                           a prompt: the agent works, ends its turn, waaah nudges it back",
+    "  /quit                           your own exit: waaah does not restart it",
+    "  Ctrl+C                          waaah's menu: continue, save and exit, pass Ctrl+C to the agent",
+]
 
 
 class Sim:
@@ -61,6 +71,8 @@ class Sim:
         ]
         if resumed:
             self.history.append(f"Resumed session {session_id} ({resumed} earlier messages)")
+        if os.environ.get("SIM_DEMO") == "1":  # `make demo`: what to try, on the screen itself
+            self.history += DEMO_HINTS
         self.draft = ""
         self.in_paste = False
         self.paste_buf = b""

@@ -34,7 +34,11 @@ CLI_BIN_DIR = REPO / ".cache" / "clis" / "node_modules" / ".bin"
 
 #: Older releases the e2e core scenarios also drive (`make clis-old`), each in its own prefix;
 #: gemini 0.13.0 is there to be refused as too old.
-OLD_RELEASES = {"gemini": ("0.51.0", "0.34.0"), "claude": ("2.1.300", "2.1.200")}
+OLD_RELEASES = {
+    "gemini": ("0.51.0", "0.34.0"),
+    "claude": ("2.1.330", "2.1.300", "2.1.200"),
+    "codex": ("0.169.0",),
+}
 TOO_OLD = {"gemini": "0.13.0"}
 CLI_OLD_DIR = REPO / ".cache" / "clis-old"
 

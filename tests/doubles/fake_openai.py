@@ -124,6 +124,31 @@ class HttpError:
         return self.body or error_body(self.status, model), headers
 
 
+#: The answer of a plan's usage limit (ChatGPT sign-in), with the seconds until it resets.
+CODEX_QUOTA = {
+    "error": {
+        "type": "usage_limit_reached",
+        "message": "The usage limit has been reached",
+        "plan_type": "plus",
+        "resets_in_seconds": 7200,
+    }
+}
+
+
+def codex_limit_headers(reset_at: int) -> dict[str, str]:
+    """What the API sends with a ChatGPT plan's answers: each usage window's use and reset
+    (Unix seconds), the 5-hour one used up. codex writes them into its session file as
+    ``rate_limits`` (and, at 100 %, asks whether to switch to a cheaper model)."""
+    return {
+        "x-codex-primary-used-percent": "100",
+        "x-codex-primary-window-minutes": "300",
+        "x-codex-primary-reset-at": str(reset_at),
+        "x-codex-secondary-used-percent": "40",
+        "x-codex-secondary-window-minutes": "10080",
+        "x-codex-secondary-reset-at": str(reset_at + 86400),
+    }
+
+
 @dataclass(frozen=True)
 class McpCall:
     """Call ``tool`` of the MCP server ``server`` with ``args``: codex lists an MCP server's tools

@@ -283,7 +283,7 @@ class WaaahServer:
         return [c for c in self.calls if c.tool == tool]
 
     def wait_for_call(
-        self, tool: str, timeout: float = 5.0, *, count: int = 1, finished: bool = False
+        self, tool: str, timeout: float = 30.0, *, count: int = 1, finished: bool = False
     ) -> Call:
         """Block until the ``count``-th call to ``tool`` arrived (and, if asked, was answered)."""
         deadline = time.monotonic() + timeout

@@ -15,14 +15,24 @@ import json
 import os
 import signal
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pexpect
 import pytest
 
-from tests.doubles.cli_homes import cli_bin, codex_env
-from tests.doubles.fake_openai import FakeOpenAI, McpCall, Rule, Text, Usage
+from tests.doubles.cli_homes import CLI_BIN_DIR, cli_bin, codex_env
+from tests.doubles.fake_openai import (
+    CODEX_QUOTA,
+    FakeOpenAI,
+    HttpError,
+    McpCall,
+    Rule,
+    Text,
+    Usage,
+    codex_limit_headers,
+)
 from tests.doubles.waaah_server import WaaahServer
 from tests.e2e.conftest import with_cli_path, workspace_for
 from tests.e2e.test_waaah_agent import (
@@ -59,10 +69,10 @@ def loop_script() -> list[Rule]:
 
 
 def start(
-    tmp_path: Path, model: FakeOpenAI, server: WaaahServer
+    tmp_path: Path, model: FakeOpenAI, server: WaaahServer, bin_dir: Path = CLI_BIN_DIR
 ) -> tuple[Path, dict[str, str], pexpect.spawn]:
     ws = workspace_for(tmp_path)
-    env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws))
+    env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws), bin_dir)
     return ws, env, spawn(ws, env, "--start=codex", f"--server={server.url}")
 
 
@@ -90,8 +100,14 @@ def rollouts(env: dict[str, str]) -> list[Path]:
 
 
 def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
+    workflow_loop_and_continue_through_codex(tmp_path)
+
+
+def workflow_loop_and_continue_through_codex(tmp_path: Path, bin_dir: Path = CLI_BIN_DIR) -> None:
+    """The workflow, the loop, a loop exit answered by one continue prompt (also run over the
+    older releases: tests/e2e/test_older_releases.py)."""
     with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
-        ws, env, child = start(tmp_path, model, server)
+        ws, env, child = start(tmp_path, model, server, bin_dir)
         config = Path(env["CODEX_HOME"]) / "config.toml"
         before = config.read_bytes()
         shown = Collector()
@@ -136,8 +152,12 @@ def test_workflow_loop_and_continue_prompt_through_codex(tmp_path):
 
 
 def test_killed_codex_is_restarted_with_its_own_resume(tmp_path):
+    killed_codex_resumes_natively(tmp_path)
+
+
+def killed_codex_resumes_natively(tmp_path: Path, bin_dir: Path = CLI_BIN_DIR) -> None:
     with FakeOpenAI(loop_script(), usage=USAGE) as model, WaaahServer() as server:
-        ws, env, child = start(tmp_path, model, server)
+        ws, env, child = start(tmp_path, model, server, bin_dir)
         shown = Collector()
         child.logfile_read = shown
         child.expect("LOOP-TURN-DONE", timeout=120)
@@ -267,4 +287,31 @@ def test_codex_s_sign_in_screen_is_left_to_the_user(tmp_path):
         pump_for(child, 2)
         assert not [e for e in events(ws) if e["event"] == "delivery"]
         assert model.requests == []
+        assert save_and_exit(child) == 0
+
+
+def test_codex_s_usage_limit_is_waited_out_until_the_reset_its_session_file_states(tmp_path):
+    """codex's limit line says only "try again later"; its session file holds the plan's windows
+    (`rate_limits.resets_at`, from the API's x-codex-* headers). The wait ends at that reset
+    (+ the margin), not after the default for a limit that states no time (an hour here)."""
+    import time
+
+    reset = int(time.time()) + 40
+    refused = HttpError(429, body=CODEX_QUOTA, headers=codex_limit_headers(reset))
+    ws = workspace_for(tmp_path)
+    with FakeOpenAI([Rule(MARKER, refused)], usage=USAGE) as model:
+        env = with_cli_path(codex_env(tmp_path / "home", f"{model.url}/v1", ws))
+        env.update(WAAAH_LIMIT_DEFAULT_SECONDS="3600", WAAAH_LIMIT_MARGIN_SECONDS="2")
+        child = spawn(ws, env, "--start=codex", "--no-mcp")
+        pump_until(child, lambda: list(ws.glob(".waaah/sessions/*/events.jsonl")), 60)
+        pump_until(child, lambda: len([e for e in events(ws) if e["event"] == "limit"]) >= 2, 90)
+        first, stated = [e for e in events(ws) if e["event"] == "limit"][:2]
+        print("limit events:", first["how"], "|", stated["how"])
+        assert first["how"].startswith("default: no reset time stated")
+        assert "stated in codex's session file" in stated["how"]
+        ends = datetime.fromisoformat(stated["until"]).timestamp()
+        assert reset + 1 <= ends <= reset + 4, (stated["until"], reset)
+        pump_until(child, lambda: any(e["event"] == "limit-over" for e in events(ws)), 90)
+        over = next(e for e in events(ws) if e["event"] == "limit-over")
+        assert datetime.fromisoformat(over["ts"]).timestamp() >= reset
         assert save_and_exit(child) == 0

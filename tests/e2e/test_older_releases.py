@@ -14,12 +14,21 @@ import pytest
 from tests.doubles.cli_homes import OLD_RELEASES, TOO_OLD, old_cli_bin_dir
 from tests.doubles.fake_model import FakeModel, Text
 from tests.e2e.conftest import workspace_for
+from tests.e2e.test_agent_codex import killed_codex_resumes_natively, workflow_loop_and_continue_through_codex
 from tests.e2e.test_waaah_agent import cli_env, killed_cli_resumes_natively, workflow_loop_exit_and_continue
 from tests.runtime.helpers import WAAAH, events, state
+from waaah_agent.runtime.clis import CHECKOUT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-OLDER = [(cli, version) for cli, versions in OLD_RELEASES.items() for version in versions]
+#: The project's own way to install the release waaah is tested with (runtime/clis.py).
+INSTALL_GEMINI = (
+    f"{CHECKOUT}/scripts/install_clis.sh gemini (the pinned 0.61.0, into {CHECKOUT}/.cache/clis; "
+    "make run AGENT=gemini does it too)"
+)
+
+#: gemini and claude against the fake model API; codex (the OpenAI-style fake) below.
+OLDER = [(cli, version) for cli, versions in OLD_RELEASES.items() if cli != "codex" for version in versions]
 
 
 @pytest.fixture(params=OLDER, ids=[f"{cli}-{version}" for cli, version in OLDER])
@@ -48,6 +57,21 @@ def test_a_killed_cli_is_restarted_with_its_native_resume(older, tmp_path):
     assert recorded_release(tmp_path)["version"] == version
 
 
+@pytest.mark.parametrize("version", OLD_RELEASES["codex"])
+def test_older_codex_workflow_loop_and_continue_prompt(version, tmp_path):
+    """codex's previous pin: the same scenario as the pinned one (tests/e2e/test_agent_codex.py)."""
+    bin_dir = old_cli_bin_dir("codex", version)
+    workflow_loop_and_continue_through_codex(tmp_path, bin_dir)
+    assert state(tmp_path / "ws")["argv"][0] == str(bin_dir / "codex")
+
+
+@pytest.mark.parametrize("version", OLD_RELEASES["codex"])
+def test_older_codex_killed_is_restarted_with_its_own_resume(version, tmp_path):
+    bin_dir = old_cli_bin_dir("codex", version)
+    killed_codex_resumes_natively(tmp_path, bin_dir)
+    assert state(tmp_path / "ws")["argv"][0] == str(bin_dir / "codex")
+
+
 @pytest.mark.parametrize(("cli", "version"), sorted(TOO_OLD.items()))
 def test_a_release_too_old_to_drive_stops_at_once_with_one_line(cli, version, tmp_path):
     ws = workspace_for(tmp_path)
@@ -67,7 +91,7 @@ def test_a_release_too_old_to_drive_stops_at_once_with_one_line(cli, version, tm
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"waaah: {cli} {version} is too old for waaah (it has no --resume): the oldest supported is "
-        f"{OLD_RELEASES[cli][-1]}; update it: npm install -g @google/gemini-cli@latest"
+        f"{OLD_RELEASES[cli][-1]}; update it: {INSTALL_GEMINI}"
     ]
     assert model.main_requests() == []  # the CLI never started: nothing asked, nothing restarted
     assert not (ws / ".waaah" / "sessions").exists()
@@ -101,5 +125,5 @@ def test_doctor_says_where_the_installed_release_stands(version, status, standin
     assert (check["status"], check["version"], check["standing"]) == (status, version, standing), check
     assert "the oldest supported is 0.34.0" in check["detail"]
     if status == "fail":
-        assert check["fix"] == "update it: npm install -g @google/gemini-cli@latest"
+        assert check["fix"] == f"update it: {INSTALL_GEMINI}"
         assert done.returncode == 1

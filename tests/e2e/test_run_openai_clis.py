@@ -185,3 +185,28 @@ def test_reasoning_tokens_used_and_stream_lines(cli: str, tmp_path: Path) -> Non
     }
     assert ("cost_usd" in envelope["tokens"]) == (cli == "opencode")  # ours says which reported one
     check(envelope)
+
+
+def test_codex_s_usage_limit_carries_the_reset_its_session_file_states(tmp_path: Path) -> None:
+    """codex exec says only "try again later"; the reset noted for `waaah quota` and `waaah
+    route` is the one codex wrote in its session file (`rate_limits.resets_at`)."""
+    import time
+    from datetime import datetime
+
+    from tests.doubles.fake_openai import CODEX_QUOTA, HttpError, Rule, codex_limit_headers
+
+    reset = int(time.time()) + 3 * 3600
+    ws = workspace_for(tmp_path)
+    refused = HttpError(429, body=CODEX_QUOTA, headers=codex_limit_headers(reset))
+    with FakeOpenAI([Rule("LIMIT-MARKER", refused)]) as fake:
+        env = cli_env("codex", tmp_path, ws, f"{fake.url}/v1")
+        env["XDG_STATE_HOME"] = str(tmp_path / "state")
+        out = waaah_run(["LIMIT-MARKER go", "--agent", "codex", "--timeout", "60"], env, ws)
+        assert out["error_type"] in ("quota", "rate_limit"), out
+        quota = subprocess.run(
+            [*waaah_command(), "quota", "--json"], cwd=ws, env=env, capture_output=True, text=True, timeout=60
+        )
+    codex = json.loads(quota.stdout)["codex"]
+    print(json.dumps(codex))
+    assert codex["state"] == "limited" and codex["reset_at"] is not None, codex
+    assert datetime.fromisoformat(codex["reset_at"]).timestamp() == reset

@@ -116,7 +116,7 @@ def test_an_open_breaker_routes_the_role_to_the_next_cli(tmp_path: Path) -> None
         # `waaah doctor --json`: per CLI, with no model call
         doctor = json.loads(waaah(ws, env, "doctor", "--json", "--agent", "claude").stdout)["clis"]["claude"]
         assert doctor["available"] is False and doctor["breaker"]["state"] == "open"
-        assert "2.1.330" in doctor["version"] and doctor["version_ms"] > 0
+        assert "2.1.332" in doctor["version"] and doctor["version_ms"] > 0
         assert doctor["sessions"] == {
             "run_resume": True,
             "id_chosen_by_waaah": True,
@@ -156,9 +156,17 @@ def test_half_open_lets_one_run_probe_while_another_falls_back(tmp_path: Path) -
 
 
 def test_a_usage_limit_shows_in_waaah_quota_and_in_the_route(tmp_path: Path) -> None:
+    """One 429 that names no reset time is no usage limit (the route keeps the CLI); a second
+    in a row is, assumed for 30 minutes."""
     ws = workspace_for(tmp_path)
     with FakeModel(rules()) as fake:
         env = both_env(tmp_path, ws, fake.url)
+        code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "8")
+        assert out["error_type"] == "rate_limit", err
+        found = json.loads(waaah(ws, env, "quota", "--json").stdout)
+        assert found["claude"]["state"] == "ok" and "not taken as a usage limit" in found["claude"]["note"]
+        route = json.loads(waaah(ws, env, "route", "--role", "coordinator", "--json").stdout)
+        assert "claude" not in route.get("unavailable", {}), route
         code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "8")
         assert out["error_type"] == "rate_limit", err
         found = json.loads(waaah(ws, env, "quota", "--json").stdout)
@@ -170,4 +178,4 @@ def test_a_usage_limit_shows_in_waaah_quota_and_in_the_route(tmp_path: Path) -> 
         route = json.loads(waaah(ws, env, "route", "--role", "coordinator", "--json").stdout)
         assert route["agent"] == "gemini" and "usage limit until 20" in route["unavailable"]["claude"]
         assert assumed in route["unavailable"]["claude"]
-        assert len(fake.main_requests()) == 1
+        assert len(fake.main_requests()) == 2

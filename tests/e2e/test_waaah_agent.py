@@ -219,7 +219,10 @@ def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
         assert save_and_exit(child) == 0
         assert_tokens_of_every_reply(ws, model)
         if cli == "gemini":
-            assert len(list(tmp_path.rglob(f"chats/session-*-{native[:8]}.jsonl"))) == 2
+            # The file of the resume's minute, holding no conversation, is gone: set aside after
+            # the run (gemini would remove the whole session at another start because of it),
+            # or removed by gemini itself when it ended before the resumed conversation loaded.
+            assert list(tmp_path.rglob(f"chats/session-*-{native[:8]}.jsonl")) == [first]
             assert Path(next(iter(state(ws)["token_files"]))).name == first.name
 
 

@@ -22,7 +22,7 @@ from tests.envelope_schema import refused
 from tests.faults.conftest import WAAAH, assert_no_traceback, clean_env, run_waaah, small_disk
 from tests.runtime.helpers import events, retry_until, session_dirs
 
-STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "claude-2.1.330"
+STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "claude-2.1.332"
 SID = "simulated-20240101-000000-abcdef"
 
 

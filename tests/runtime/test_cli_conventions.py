@@ -180,7 +180,8 @@ def test_the_module_entry_point_has_the_same_conventions() -> None:
         text=True,
         timeout=30,
     )
-    assert done.returncode == 0 and "Usage:" in done.stdout and "[-- CLI_ARGS...]" in done.stdout
+    usage = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "Usage:" in usage and "[-- CLI_ARGS...]" in usage, done.stdout
 
 
 # ----- arguments for the agent CLI: after `--` only ------------------------------------------------

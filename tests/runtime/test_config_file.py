@@ -141,3 +141,28 @@ def test_the_price_table_entry_a_cost_budget_asks_for_is_valid_as_shown(workspac
     done = run(workspace, env, "run", "hi", "--agent", "gemini", "--dry-run", "--max-cost", "1")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["budget"]["max_cost"] == 1
+
+
+def test_defaults_and_what_was_typed_earlier_are_shown_never_a_dash(workspace, fake_home):
+    """A setting nobody set shows waaah's default; the server address and key typed at an
+    earlier start show as kept there (the key masked)."""
+    env = sim_env(fake_home)
+    text = run(workspace, env, "config").stdout
+    rows = {line.split()[0]: line for line in text.splitlines()[1:]}
+    assert not [line for line in rows.values() if line.split()[1] == "-"], text
+    assert rows["heartbeat"].split()[1:3] == ["120", "default"]
+    assert rows["default_agent"].split()[1:3] == ["gemini", "default"]
+    assert "http://localhost:3456 offered" in rows["server"]
+    kept = fake_home / ".config" / "waaah-agent"
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "server").write_text("http://waaah.example:3000\n")
+    key = "typed-waaah-key-0123456789"
+    (kept / "api-key").write_text(key + "\n")
+    os.chmod(kept / "api-key", 0o600)
+    shown = json.loads(run(workspace, env, "config", "--json").stdout)
+    settings = {r["key"]: r for r in shown["settings"]}
+    assert settings["server"]["value"] == "http://waaah.example:3000"
+    assert settings["server"]["from"] == f"typed at an earlier start, kept in {kept / 'server'}"
+    assert settings["api_key_file"]["value"] == f"{kept / 'api-key'} (holds a key ending ****6789)"
+    out = run(workspace, env, "config").stdout
+    assert key not in out and key not in json.dumps(shown)

@@ -47,3 +47,39 @@ def test_read_new_returns_typed_records_and_skips_bad_lines(
     assert [r.tool for r in inbox.read_new() if isinstance(r, TapRecord)] == ["ack_task"]
     assert inbox.read_new() == []
     mailbox.close()
+
+
+def test_a_stop_right_after_the_start_leaves_nothing_to_print(tmp_path):
+    """Ctrl+C then s early in a session printed watchdog's "InotifyEmitter.queue_events() called
+    when the thread is inactive" after the session ended: its emitter, stopped between two reads,
+    logged from its own thread after our stop returned. Stopped at once, many times over: no
+    record of it, and no watchdog thread left running."""
+    import logging
+    import threading
+
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    root = logging.getLogger()
+    keep, level = Keep(), root.level
+    root.addHandler(keep)
+    root.setLevel(logging.DEBUG)
+    try:
+        for n in range(60):
+            path = tmp_path / f"inbox-{n}.jsonl"
+            path.write_text("")
+            inbox = Inbox(path, Mailbox())
+            inbox.start()
+            with path.open("a") as fh:
+                fh.write('{"source": "hook"}\n')
+            inbox.stop()
+    finally:
+        root.removeHandler(keep)
+        root.setLevel(level)
+    assert not [r for r in records if "thread is inactive" in r], records
+    assert not [
+        t for t in threading.enumerate() if "Emitter" in type(t).__name__ or "Observer" in type(t).__name__
+    ]

@@ -179,15 +179,45 @@ def test_doctor_reports_each_check_and_fails_on_a_failure(tmp_path, workspace):
         result, checks = doctor(workspace, env, "--agent", "gemini", "--server", server.url)
     assert (
         checks["gemini CLI"]["status"] == "fail"
-        and "npm install -g @google/gemini-cli" in checks["gemini CLI"]["fix"]
+        and "scripts/install_clis.sh gemini (the pinned 0.61.0" in checks["gemini CLI"]["fix"]
     )
-    assert checks["gemini login"]["status"] == "ok"
-    assert checks["gemini MCP entry"]["status"] == "ok"
+    # Nothing is said of the login or MCP entry of a CLI that is not installed.
+    assert "gemini login" not in checks and "gemini MCP entry" not in checks
     assert checks["WAAAH server"]["status"] == "ok"
     assert checks["git workspace"]["status"] == "ok"
     assert checks["workflow"]["status"] == "ok"
     assert checks[".waaah writable"]["status"] == "ok"
     assert result.returncode == 1
+
+
+def test_doctor_checks_the_cli_in_use_and_lists_the_others_without_failing(tmp_path, workspace):
+    """Someone who uses only gemini (the default): claude, codex and opencode are not set up,
+    which is no failure, and no credentials are reported for a CLI that is not installed."""
+    from tests.doubles.cli_homes import cli_bin
+
+    only = tmp_path / "bin"
+    only.mkdir()
+    (only / "gemini").symlink_to(cli_bin("gemini"))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "HOME": str(home),
+        "PATH": f"{only}:/usr/bin:/bin",
+        "GEMINI_API_KEY": "k",
+        "WAAAH_CLI_DIR": "/nonexistent",
+    }
+    result, checks = doctor(workspace, env, "--server", "http://127.0.0.1:9")
+    print(result.stdout)
+    assert checks["gemini CLI"]["status"] == "ok" and checks["gemini login"]["status"] == "ok"
+    for other in ("claude", "codex", "opencode"):
+        assert checks[f"{other} CLI"]["status"] == "skip", checks[f"{other} CLI"]
+        assert "not set up (not installed" in checks[f"{other} CLI"]["detail"]
+        assert f"{other} login" not in checks and f"{other} MCP entry" not in checks
+    assert [c for c in checks.values() if c["status"] == "fail"] == [checks["WAAAH server"]]
+    # Someone who chose claude as the default is checked for claude instead.
+    _, chosen = doctor(workspace, {**env, "WAAAH_DEFAULT_AGENT": "claude"}, "--server", "http://127.0.0.1:9")
+    assert chosen["claude CLI"]["status"] == "fail" and chosen["gemini CLI"]["status"] == "skip"
+    assert "credentials found" in chosen["gemini CLI"]["detail"]
 
 
 def test_doctor_knows_the_pinned_cli_versions(tmp_path, workspace):

@@ -103,7 +103,7 @@ def test_a_too_old_release_is_refused_with_one_line(tmp_path):
     with pytest.raises(UsageError) as refused:
         releases.checked_release(registry()["gemini"], str(binary), env_for(tmp_path))
     assert str(refused.value).startswith("gemini 0.13.0 is too old for waaah")
-    assert "npm install -g @google/gemini-cli@latest" in str(refused.value)
+    assert "scripts/install_clis.sh gemini (the pinned 0.61.0" in str(refused.value)
 
 
 def test_what_session_json_keeps_of_a_release(tmp_path):

@@ -10,6 +10,12 @@ import pytest
 
 from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
+from waaah_agent.runtime.clis import CHECKOUT
+
+INSTALL_CLAUDE = (
+    f"{CHECKOUT}/scripts/install_clis.sh claude (the pinned 2.1.332, into {CHECKOUT}/.cache/clis; "
+    "make run AGENT=claude does it too)"
+)
 
 
 def run(
@@ -118,7 +124,7 @@ def test_a_missing_cli_is_a_crash_with_the_install_command(ws: Path) -> None:
     assert done.returncode == 15
     envelope = refused(done.stdout, "provider_error", 15, "crash")
     assert envelope["recoverable"] is True  # another CLI, installed, may answer
-    assert envelope["error"] == "claude CLI not found. Install with: npm install -g @anthropic-ai/claude-code"
+    assert envelope["error"] == f"claude CLI not found. Install with: {INSTALL_CLAUDE}"
     assert envelope["attempts"][0]["outcome"] == "crash" and envelope["fallback_chain"] == []
     assert "waaah: crash: claude CLI not found" in done.stderr
 

@@ -32,6 +32,7 @@ from tests.runtime.helpers import (
     unchanged_for,
 )
 from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
+from waaah_agent.runtime.clis import CHECKOUT
 from waaah_agent.runtime.supervise.ending import headless_line
 from waaah_agent.runtime.supervise.logs import replay
 from waaah_agent.runtime.supervise.overlay import LEAVE_MODES
@@ -317,10 +318,10 @@ def test_missing_cli_says_how_to_install(workspace, fake_home):
     env["WAAAH_CLI_DIR"] = "/nonexistent"  # nor installed beside the checkout
     result = run_once(workspace, env, "--start=gemini")
     assert result.returncode == 3
-    assert "gemini CLI not found. Install with: npm install -g @google/gemini-cli" in result.stderr
+    assert f"gemini CLI not found. Install with: {CHECKOUT}/scripts/install_clis.sh gemini (" in result.stderr
     result = run_once(workspace, env, "--start=claude")
     assert result.returncode == 3
-    assert "claude CLI not found. Install with: npm install -g @anthropic-ai/claude-code" in result.stderr
+    assert f"claude CLI not found. Install with: {CHECKOUT}/scripts/install_clis.sh claude (" in result.stderr
 
 
 def test_unknown_workflow_names_the_places_searched(workspace, fake_home):

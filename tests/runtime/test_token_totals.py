@@ -20,7 +20,7 @@ def lines(name: str) -> list[str]:
 
 
 def test_a_resumed_conversation_in_the_same_file_is_not_counted_twice() -> None:
-    whole = lines("claude-2.1.330.jsonl")
+    whole = lines("claude-2.1.332.jsonl")
     state = fresh()
     tally_tokens(state, "/t/a.jsonl", claude_usage(whole[: len(whole) // 2]))  # the first run
     tally_tokens(state, "/t/a.jsonl", claude_usage(whole))  # resumed: the same file, grown
@@ -44,7 +44,7 @@ def test_a_new_transcript_file_adds_and_a_missing_read_keeps_the_totals() -> Non
 
 
 def test_a_file_that_shrank_never_takes_tokens_back() -> None:
-    whole = lines("claude-2.1.330.jsonl")
+    whole = lines("claude-2.1.332.jsonl")
     state = fresh()
     tally_tokens(state, "/t/a.jsonl", claude_usage(whole))
     tally_tokens(state, "/t/a.jsonl", claude_usage(whole[:2]))
@@ -54,7 +54,7 @@ def test_a_file_that_shrank_never_takes_tokens_back() -> None:
 def test_totals_saved_by_an_earlier_supervisor_survive_its_resume(tmp_path: Path) -> None:
     session = SessionDir(tmp_path, "s")
     state = fresh()
-    tally_tokens(state, "/t/a.jsonl", claude_usage(lines("claude-2.1.330.jsonl")))
+    tally_tokens(state, "/t/a.jsonl", claude_usage(lines("claude-2.1.332.jsonl")))
     session.save(state)
     again = session.load()  # a new supervisor (--resume): the per-file totals come back
     tally_tokens(again, "/t/b.jsonl", claude_usage([]))

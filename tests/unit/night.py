@@ -138,6 +138,7 @@ class Night:
     crash_after: list[int] = field(default_factory=list)  # kill the supervisor after these events
     server_down: str = ""  # the WAAAH server is unreachable when a run begins: why
     events_told: int = 0
+    workflow_again: bool = False  # the machine knows the workflow's text (sends it again)
 
     # -- runs ----------------------------------------------------------------------------
     def start(self, resumed: bool = False) -> Machine:
@@ -165,6 +166,7 @@ class Night:
             limit_resume_keys=self.limit_resume_keys,
             loop_dialog_keys=b"2",
             login_hint="gemini",
+            workflow=WORKFLOW if self.workflow_again else "",
             policy=self.policy,
             server_down=self.server_down,
         )

@@ -15,7 +15,7 @@ from waaah_agent.adapters import codex
 from waaah_agent.core.tokens import Usage
 from waaah_agent.runtime.mcp.setup import ConfigRefused, ServerChoice
 
-SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex-0.169.0.jsonl"
+SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex-0.171.0.jsonl"
 WORKSPACE = Path("/home/user/project")  # the recorded session's cwd (neutralised)
 # Three model calls, each reported by the fake model as 1200 input and 34 output tokens.
 EXPECTED = Usage(input=3 * 1200, output=3 * 34, cached=0)

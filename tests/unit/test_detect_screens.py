@@ -26,6 +26,9 @@ EXPECTED = {
     "limit": ("limited", None),
     "loop": ("dialog", None),  # gemini's loop-detector question: answered by the machine only
     "loop-halted": ("ready", True),  # its halt message above an idle prompt: the turn ended
+    "oauth": ("login", None),  # "Sign in with Google" with no browser: the authorization code prompt
+    "refused": ("login", None),  # the auth dialog saying the account was refused (read below)
+    "ratelimits": ("limited", None),  # codex: its limit line above its "Approaching rate limits" question
 }
 # Where one CLI differs: claude answers a rejected 429 with an error line and goes idle.
 OVERRIDES = {("claude", "limit"): ("ready", None)}
@@ -88,7 +91,7 @@ def test_ready_says_whether_a_draft_is_in_the_box():
     adapter = adapters.registry()["claude"]
     for state, word in (("idle", "empty"), ("draft", "with a draft")):
         screen = Screen(120, 40)
-        screen.feed((SCREENS / "claude-2.1.330" / f"{state}.bin").read_bytes())
+        screen.feed((SCREENS / "claude-2.1.332" / f"{state}.bin").read_bytes())
         label, evidence = detect(adapter.rules, screen.view())
         assert label == "ready" and word in evidence
 
@@ -103,3 +106,35 @@ def test_gemini_s_loop_detector_is_read_from_its_own_screens():
     assert readings["loop"].loop_dialog and readings["loop"].loop_halted is None
     assert readings["loop-halted"].loop_halted and readings["loop-halted"].loop_dialog is None
     assert not any(r.loop_dialog or r.loop_halted for k, r in readings.items() if k in ("tool", "idle"))
+
+
+def test_a_refused_google_account_is_read_from_gemini_s_auth_dialog():
+    """IneligibleTierError as gemini shows it (recorded against tests/doubles/fake_code_assist.py):
+    the reason joined from the box's wrapped lines; no other recorded screen says it."""
+    rules = adapters.registry()["gemini"].rules
+    said = {}
+    for folder, state in CASES:
+        if folder.startswith("gemini"):
+            screen = Screen(120, 40)
+            screen.feed((SCREENS / folder / f"{state}.bin").read_bytes())
+            said[state] = read(rules, screen.view()).login_refused
+    assert said.pop("refused") == (
+        "Failed to sign in. Message: This Google account can no longer use Gemini CLI. "
+        "Personal accounts must migrate to the Antigravity suite"
+    )
+    assert set(said.values()) == {None}
+
+
+def test_the_authorization_code_is_typed_unseen():
+    screen = Screen(120, 40)
+    screen.feed((SCREENS / "gemini-0.61.0" / "oauth.bin").read_bytes())
+    reading = read(adapters.registry()["gemini"].rules, screen.view())
+    assert reading.secret_entry == "Enter the authorization code:"
+
+
+def test_codex_s_rate_limit_question_is_a_dialog_once_the_limit_was_waited_out():
+    """Its `› 1. Switch to ...` line is no composer holding a draft: nothing is typed into it."""
+    screen = Screen(120, 40)
+    screen.feed((SCREENS / "codex-0.171.0" / "ratelimits.bin").read_bytes())
+    rules = adapters.registry()["codex"].rules
+    assert detect(rules, screen.view(), Evidence(limits=False))[0] == "dialog"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -218,3 +219,29 @@ def test_is_limit_text(line: str) -> None:
 )
 def test_is_not_limit_text(line: str) -> None:
     assert not is_limit_text(line)
+
+
+def test_codex_s_reset_is_read_from_its_session_file():
+    """`rate_limits` as codex 0.171.0 wrote them (x-codex-* headers of a refused answer)."""
+    from waaah_agent.core.limits import codex_resets_at
+
+    now = datetime(2026, 11, 26, 13, 39, tzinfo=timezone.utc)
+    reset = int(now.timestamp()) + 7200
+
+    def record(primary: float, secondary: float, reset_at: int = reset) -> str:
+        windows = {
+            "primary": {"used_percent": primary, "window_minutes": 300, "resets_at": reset_at},
+            "secondary": {"used_percent": secondary, "window_minutes": 10080, "resets_at": reset_at + 86400},
+        }
+        payload = {"type": "token_count", "info": None, "rate_limits": {"limit_id": "codex", **windows}}
+        return json.dumps({"type": "event_msg", "payload": payload})
+
+    empty = json.dumps(
+        {"type": "event_msg", "payload": {"type": "token_count", "rate_limits": {"primary": None}}}
+    )
+    assert codex_resets_at([empty, record(100.0, 40.0)], now) == now + timedelta(hours=2)
+    assert codex_resets_at([record(100.0, 100.0)], now) == now + timedelta(days=1, hours=2)  # both spent
+    assert codex_resets_at([record(100.0, 40.0), empty], now) is None  # the newest says nothing spent
+    assert codex_resets_at([record(80.0, 40.0)], now) is None
+    assert codex_resets_at([record(100.0, 40.0, int(now.timestamp()) - 60)], now) is None  # already reset
+    assert codex_resets_at(["not json", '{"rate_limits": 1}'], now) is None

@@ -25,7 +25,7 @@ from waaah_agent.core.supervise.backoff import Restarts
 from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START
 from waaah_agent.core.supervise.lifecycle import SessionStatus, final_status, first_prompt, restart_decision
 from waaah_agent.core.supervise.machine import Machine, MachineConfig, Saved
-from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, PolicyConfig
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, PolicyConfig, workflow_again
 
 
 def acts_of(night: Night, kind: type, pick=lambda a: True) -> list[tuple[float, list[ev.Action]]]:
@@ -217,6 +217,30 @@ def test_a_limit_saved_by_an_earlier_supervisor_is_waited_for_and_a_bad_one_is_i
     naive = Machine(cfg, None, Saved(True, "2026-11-23T20:30:00"), 0.0)  # no zone: the local one
     naive.handle(ev.Began(), ev.Instant(0.0, wall))
     assert naive.next_due() == 1800.0
+
+
+def test_a_reset_the_cli_states_elsewhere_ends_a_wait_its_banner_left_open():
+    """codex's banner says "try again later"; its session file names the reset (LimitStated)."""
+    night = Night()
+    night.start()
+    night.run_until(60)
+    night.wait_ends("task")
+    night.cli.busy_until = night.t + 10
+    night.cli.loops = False
+    night.cli.limit = "■ You've hit your usage limit. Upgrade to Pro or try again later."
+    night.look(night.t)
+    night.run_until(100)
+    [guessed] = night.records("limit")
+    assert guessed["how"].startswith("default: no reset time stated")
+    stated = night.instant().wall + timedelta(minutes=5)
+    night.tell(ev.LimitStated(stated, "codex's session file"))
+    night.tell(ev.LimitStated(stated, "codex's session file"))  # told again: nothing new
+    guessed, told = night.records("limit")
+    assert told["how"].startswith("stated in codex's session file: resets ")
+    assert told["until"] == (stated + timedelta(seconds=60)).isoformat(timespec="seconds")
+    night.run_until(100 + 10 * 60)
+    over = [t for t, _, acts in night.log if ev.Record("limit-over", {}) in acts]
+    assert over == [pytest.approx(100 + 6 * 60, abs=2)]  # at the stated reset + 60 s, not 30 min
 
 
 def test_evict_shutdown_stops_and_evict_restart_restarts():
@@ -439,3 +463,45 @@ def test_a_supervisor_killed_at_any_point_of_a_delivery_neither_duplicates_nor_l
         assert night.cli.transcript.count(WORKFLOW) == 1, f"killed before action {kill_at}"
         assert night.saved["workflow_delivered"] and not night.saved["workflow_pending"]
         assert night.cli.in_wait, f"killed before action {kill_at}: not back in its loop"
+
+
+def test_two_ignored_continue_prompts_then_the_workflow_again():
+    """A bare "continue" an agent keeps ignoring has lost its task: the third prompt is the
+    workflow itself (its role and loop), then continue prompts again."""
+    night = Night(cli=ModelCli(loops=False), workflow_again=True)
+    night.start()
+    night.run_until(200)
+    again = workflow_again(WORKFLOW, "2 continue prompts in a row were ignored")
+    assert night.pastes()[:5] == [WORKFLOW, CONTINUE_PROMPT, CONTINUE_PROMPT, again, CONTINUE_PROMPT]
+    kinds = [n["kind"] for n in night.records("nudge")]
+    assert kinds[:4] == ["continue", "continue", "workflow", "continue"]
+    assert night.cli.transcript[3] == again  # typed, taken by the CLI
+
+
+def test_a_wait_between_continue_prompts_means_none_was_ignored():
+    night = Night(cli=ModelCli(loops=False), workflow_again=True)
+    night.start()
+    night.run_until(20)  # the workflow and one continue prompt, ignored
+    night.cli.loops = True  # the next one brings it into its loop
+    night.run_until(60)
+    assert night.cli.in_wait
+    night.wait_ends("task")
+    night.cli.loops = False
+    night.run_until(400)
+    # One ignored before the answered one; two ignored after the wait: only then the workflow.
+    kinds = [n["kind"] for n in night.records("nudge")][:5]
+    assert kinds == ["continue", "continue", "continue", "continue", "workflow"], kinds
+
+
+def test_after_a_compaction_the_next_prompt_is_the_workflow():
+    night = Night(workflow_again=True)
+    night.start()
+    night.run_until(60)  # in its loop: nothing to type, however compacted
+    night.tell(ev.Compacted("its transcript /t/s.jsonl"))
+    night.run_until(120)
+    assert night.pastes() == [WORKFLOW] and night.records("compacted")
+    night.cli.loops = False
+    night.wait_ends("task")  # it works on a task, then ends its turn outside the loop
+    night.run_until(400)
+    again = workflow_again(WORKFLOW, "gemini compacted its conversation")
+    assert night.pastes()[1] == again and night.pastes()[2] == CONTINUE_PROMPT

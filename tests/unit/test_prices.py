@@ -81,10 +81,10 @@ def test_a_wrong_table_is_one_line(text, said):
 @pytest.mark.parametrize(
     ("name", "counter", "model"),
     [
-        ("claude-2.1.330.jsonl", claude_counter, "claude-opus-5-5"),
+        ("claude-2.1.332.jsonl", claude_counter, "claude-opus-5-5"),
         ("gemini-0.61.0.jsonl", gemini_counter, "gemini-2.5-pro"),
         ("gemini-0.34.0.json", gemini_counter, "gemini-2.5-pro"),
-        ("codex-0.169.0.jsonl", codex_counter, "gpt-fake"),  # named once per turn (turn_context)
+        ("codex-0.171.0.jsonl", codex_counter, "gpt-fake"),  # named once per turn (turn_context)
     ],
 )
 def test_the_real_transcripts_give_their_tokens_per_model(name, counter, model):

@@ -105,6 +105,21 @@ def test_the_newest_limit_per_cli_and_whether_it_holds() -> None:
     assert Q.line("codex", Q.state(None, NOW)) == "codex: ok (no usage limit seen)"
 
 
+def test_one_429_without_a_reset_time_is_no_usage_limit_but_two_in_a_row_are() -> None:
+    one = Q.LimitSeen("claude", NOW - timedelta(minutes=1), None, "waaah run", stated=False)
+    found = Q.state(one, NOW)
+    assert found["state"] == "ok" and "not taken as a usage limit" in found["note"]
+    assert Q.line("claude", found).startswith("claude: ok (one rate limit (429) without a reset time")
+    again = Q.LimitSeen("claude", NOW, None, "waaah run", stated=False, repeats=Q.repeats_after(one, NOW))
+    assert again.repeats == 2 and Q.state(again, NOW)["state"] == "limited"
+    # Counted in a row only within the half hour; a stated limit before starts a new count.
+    assert Q.repeats_after(one, NOW + timedelta(hours=1)) == 1
+    assert Q.repeats_after(Q.LimitSeen("claude", NOW, None, "session s1"), NOW) == 1
+    # A rate limit that named its reset time is a limit until then.
+    timed = Q.LimitSeen("claude", NOW, NOW + timedelta(minutes=2), "waaah run", stated=False)
+    assert Q.state(timed, NOW)["state"] == "limited" and Q.state(timed, NOW)["resets_in_s"] == 120
+
+
 def test_the_breaker_cooldown_comes_from_the_flag_else_the_variable_else_a_minute() -> None:
     assert settings.breaker_config({}).cooldown == 60.0
     assert settings.breaker_config({"WAAAH_BREAKER_COOLDOWN": "5"}).cooldown == 5.0

@@ -18,8 +18,8 @@ STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 #: The recorded streams of each pinned CLI (codex and opencode: tests/unit/test_run_streams_openai.py).
 RECORDED = {
     "gemini": "gemini-0.61.0",
-    "claude": "claude-2.1.330",
-    "codex": "codex-0.169.0",
+    "claude": "claude-2.1.332",
+    "codex": "codex-0.171.0",
     "opencode": "opencode-1.18.33",
 }
 CLIS = ("gemini", "claude")
@@ -91,6 +91,9 @@ def test_resume_keeps_the_session_id(cli: str) -> None:
         ("claude", "auth", F.AUTH, True),
         ("gemini", "no_key", F.AUTH, True),
         ("claude", "no_key", F.AUTH, True),
+        # "Sign in with Google" chosen, no credentials, nobody to answer: FatalAuthenticationError.
+        ("gemini", "oauth_needed", F.AUTH, True),
+        ("gemini", "account_refused", F.AUTH, True),  # IneligibleTierError (fake_code_assist.py)
         ("gemini", "bad_model", F.INVALID_MODEL, True),
         ("claude", "bad_model", F.INVALID_MODEL, True),
         ("gemini", "bad_session", F.INVALID_SESSION, True),
@@ -107,6 +110,19 @@ def test_recorded_failures_are_classified(cli: str, scenario: str, kind: str, re
     assert failure is not None, f"{cli} {scenario} not seen as a failure"
     assert (failure.type, failure.recoverable) == (kind, recoverable), failure
     assert failure.message and "\n" not in failure.message
+
+
+def test_an_auth_failure_is_told_in_the_cli_s_own_words() -> None:
+    """The line where gemini said what is wrong with its login, not its first line of stderr."""
+    oauth = failure_of("gemini", "oauth_needed")
+    assert oauth is not None and oauth.exit_code == 41
+    assert oauth.message.startswith("Error authenticating: FatalAuthenticationError: Manual authorization")
+    refused = failure_of("gemini", "account_refused")
+    assert refused is not None and refused.message.startswith("Error authenticating: IneligibleTierError")
+    # What happened and what works instead, in the envelope's one line.
+    assert "Antigravity CLI (agy), which waaah cannot supervise" in refused.message
+    assert "GEMINI_API_KEY" in refused.message and "--start=claude" in refused.message
+    assert "Antigravity" not in oauth.message
 
 
 @pytest.mark.parametrize("cli", CLIS)

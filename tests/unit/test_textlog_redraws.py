@@ -90,5 +90,5 @@ def test_recorded_gemini_screens_keep_the_reply_once_whatever_the_reads(piece: i
 
 
 def test_recorded_claude_screen_keeps_its_reply_words_once() -> None:
-    reply = replay(SCREENS / "claude-2.1.330" / "reply.bin")
+    reply = replay(SCREENS / "claude-2.1.332" / "reply.bin")
     assert reply.count("Hello") == 1 and reply.count("REPLY-MARKER") == 1

@@ -15,9 +15,9 @@ from waaah_agent import adapters
 from waaah_agent.core.tokens import Usage, claude_counter, claude_usage, gemini_counter, gemini_usage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
-CLAUDE = FIXTURES / "claude-2.1.330.jsonl"
+CLAUDE = FIXTURES / "claude-2.1.332.jsonl"
 GEMINI = FIXTURES / "gemini-0.61.0.jsonl"
-CODEX = FIXTURES / "codex-0.169.0.jsonl"
+CODEX = FIXTURES / "codex-0.171.0.jsonl"
 # What scripts/record_transcripts.py set up (USAGE, MODEL_CALLS there).
 INPUT_PER_CALL, OUTPUT_PER_CALL, MODEL_CALLS = 1200, 34, 3
 EXPECTED = Usage(input=INPUT_PER_CALL * MODEL_CALLS, output=OUTPUT_PER_CALL * MODEL_CALLS, cached=0)

@@ -18,6 +18,7 @@ from waaah_agent.core.versions import (
     standing,
     version_key,
 )
+from waaah_agent.runtime.clis import CHECKOUT
 
 RELEASES = Path(__file__).resolve().parents[1] / "fixtures" / "releases"
 
@@ -84,7 +85,15 @@ def test_the_recorded_releases_are_all_there():
 
 
 @pytest.mark.parametrize(
-    "folder", ["gemini-0.61.0", "gemini-0.51.0", "claude-2.1.330", "claude-2.1.300", "claude-2.1.200"]
+    "folder",
+    [
+        "gemini-0.61.0",
+        "gemini-0.51.0",
+        "claude-2.1.332",
+        "claude-2.1.330",
+        "claude-2.1.300",
+        "claude-2.1.200",
+    ],
 )
 def test_releases_with_every_option_waaah_passes_run_as_they_are(folder):
     verdict = verdict_for(folder)
@@ -104,7 +113,8 @@ def test_gemini_0_13_has_no_resume_and_is_refused_in_one_line():
     assert verdict.standing is Standing.TOO_OLD
     assert verdict.refusal == (
         "gemini 0.13.0 is too old for waaah (it has no --resume): the oldest supported is 0.34.0; "
-        "update it: npm install -g @google/gemini-cli@latest"
+        f"update it: {CHECKOUT}/scripts/install_clis.sh gemini (the pinned 0.61.0, into "
+        f"{CHECKOUT}/.cache/clis; make run AGENT=gemini does it too)"
     )
     assert "\n" not in verdict.refusal
 

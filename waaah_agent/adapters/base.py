@@ -13,8 +13,9 @@ joins by adding one module to this package that defines ``ADAPTER`` (docs/archit
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,8 @@ class Adapter:
     loop_dialog_keys: bytes = b""
     # What a user runs to log in, after "<name> requires login. Run: ".
     login_hint: str = ""
+    # What works instead when the CLI's login failed for good (``ScreenRules.login_refused``).
+    refused_hint: str = ""
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).
     enter_delay: float = 0.5
     fresh_args: Callable[[str], list[str]] = field(default=lambda sid: [])
@@ -96,6 +99,17 @@ class Adapter:
     transcript: Callable[[Mapping[str, str], Path, str], Path | None] = field(
         default=lambda env, ws, sid: None
     )
+    # The files in which the CLI keeps session ``session_id``: kept before each native resume
+    # and put back when the CLI removed or emptied them (runtime/session_keep.py). None: it
+    # keeps no files of its own per session (opencode's one database holds all of them).
+    session_files: Callable[[Mapping[str, str], Path, str], list[Path]] | None = None
+    # When the usage limit the CLI hit resets, as its own files state it (codex's session file:
+    # ``rate_limits.resets_at``): (env, workspace, session id) -> aware time, None: not stated.
+    limit_reset: Callable[[Mapping[str, str], Path, str], datetime | None] | None = None
+    # The compactions its transcript's lines mark, by key (core/compaction.py); None: not read.
+    compactions: Callable[[Iterable[str]], set[str]] | None = None
+    # Whether a session file's lines hold a conversation (core/kept_sessions.py); None: unknown.
+    holds_conversation: Callable[[Iterable[str]], bool | None] = field(default=lambda lines: None)
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").
     drop_env: tuple[str, ...] = ()

@@ -1,4 +1,4 @@
-"""Anthropic's Claude Code (screens recorded from @anthropic-ai/claude-code 2.1.330)."""
+"""Anthropic's Claude Code (screens recorded from @anthropic-ai/claude-code 2.1.332)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.core.kept_sessions import claude_holds
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser, apply_claude
+from waaah_agent.core.supervise.compaction import claude_compactions
 from waaah_agent.core.tokens import claude_counter
 from waaah_agent.core.versions import ReleaseSupport
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import PerRunConfig, PerRunHooks, Persistent
 
 
@@ -90,21 +93,24 @@ ADAPTER = Adapter(
     name="claude",
     display_name="Claude Code",
     binary="claude",
-    install_hint="npm install -g @anthropic-ai/claude-code",
+    install_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
-    tested_version="2.1.330",
+    tested_version="2.1.332",
     releases=ReleaseSupport(
-        tested="2.1.330",
+        tested="2.1.332",
         oldest="2.1.200",
-        update_hint="npm install -g @anthropic-ai/claude-code@latest",
+        update_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
         needs=("--resume", "--session-id"),
-        older_tested=("2.1.300", "2.1.200"),
+        older_tested=("2.1.330", "2.1.300", "2.1.200"),
     ),
     enter_delay=0.3,
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
+    compactions=claude_compactions,
+    session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
+    holds_conversation=claude_holds,
     needs_login=_needs_login,
     # A per-run --mcp-config file in the session folder (the user's files are never touched), and
     # --allowedTools so tool calls do not stop at a permission dialog.

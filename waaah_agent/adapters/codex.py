@@ -1,4 +1,4 @@
-"""OpenAI's Codex CLI (screens and streams recorded from @openai/codex 0.169.0).
+"""OpenAI's Codex CLI (screens and streams recorded from @openai/codex 0.171.0; 0.169.0 too).
 
 `waaah agent --start=codex` supervises its TUI; `waaah run --agent codex` drives ``codex exec
 --json``. Model, provider and credentials come from codex's own configuration
@@ -23,11 +23,15 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.core.kept_sessions import codex_holds
+from waaah_agent.core.limits import codex_resets_at
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser, apply_codex
+from waaah_agent.core.supervise.compaction import codex_compactions
 from waaah_agent.core.tokens import Usage, UsageCounter
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,
     ConfigRefused,
@@ -133,6 +137,26 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     if not re.fullmatch(r"[0-9a-fA-F-]{36}", session_id):
         return None
     return next((codex_home(env) / "sessions").glob(f"*/*/*/rollout-*-{session_id}.jsonl"), None)
+
+
+#: How much of the end of a session file is read for its newest ``rate_limits``.
+LIMITS_TAIL = 1024 * 1024
+
+
+def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> datetime | None:
+    """When the usage window codex used up resets, from the end of its session file."""
+    from datetime import timezone
+
+    from waaah_agent.runtime.safe_read import read_tail  # I/O, only when a run asks
+
+    path = _transcript(env, workspace, session_id)
+    if path is None:
+        return None
+    try:
+        tail = read_tail(path, LIMITS_TAIL).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return codex_resets_at(tail.splitlines(), datetime.now(timezone.utc))
 
 
 def session_meta(path: Path) -> dict[str, Any] | None:
@@ -285,13 +309,18 @@ RULES = ScreenRules(
     input_ready=re.compile(r"^› ", re.MULTILINE),
     input_empty=re.compile(r"^› Ask Codex to do anything", re.MULTILINE),
     # `• Working (0s • esc to interrupt)` above the composer, an MCP call included; the title
-    # then starts with a braille spinner before the folder's name (idle: the name alone).
+    # then starts with a braille spinner (0.169: `⠼ <folder>`; 0.171's tui_workspace names the
+    # conversation: `⠋ <first prompt> | <folder>`; idle: the same without the spinner).
     busy=re.compile(r"esc to interrupt\)"),
     title_busy=re.compile(r"^[\u2800-\u28ff] "),
     # First start with a catalogued model that has a newer one ("Meet GPT-6 Sol ... 1. Try new
     # model 2. Use existing model"), an untrusted folder ("Trust this folder?").
+    # At a usage limit with the plan's windows used up, 0.171 asks "Approaching rate limits /
+    # Switch to <a cheaper model>?" (`› 1. Switch to ...`, `enter select · esc back`).
     dialog=re.compile(
-        r"enter/esc confirm · \^c quit|Trust this folder\?|^\s*› 1\. Trust and continue", re.MULTILINE
+        r"enter/esc confirm · \^c quit|Trust this folder\?|^\s*› 1\. Trust and continue|"
+        r"Approaching rate limits|enter select · esc back",
+        re.MULTILINE,
     ),
     # No provider key and no login: its welcome screen with the ways to sign in.
     login=re.compile(r"Choose how you want to use Codex\.|^\s*> 1\. Sign in with ChatGPT", re.MULTILINE),
@@ -308,15 +337,19 @@ ADAPTER = Adapter(
     name="codex",
     display_name="Codex CLI",
     binary="codex",
-    install_hint="npm install -g @openai/codex",
+    install_hint=install_command("codex", "@openai/codex", "0.171.0"),
     login_hint="codex login, or set OPENAI_API_KEY",
     rules=RULES,
-    tested_version="0.169.0",
+    tested_version="0.171.0",
     # An Enter within ~120 ms of typed text is taken as a newline in the composer.
     enter_delay=0.5,
     fresh_args=lambda sid: [*NO_DAEMON],
     resume_args=lambda sid: ["resume", sid, *NO_DAEMON],
     transcript=_transcript,
+    compactions=codex_compactions,
+    limit_reset=_limit_reset,
+    session_files=lambda env, ws, sid: [p for p in [_transcript(env, ws, sid)] if p is not None],
+    holds_conversation=codex_holds,
     own_session=own_session,
     needs_login=_needs_login,
     mcp=ConfigOverrides(),

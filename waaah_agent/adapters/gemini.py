@@ -8,13 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.core.failures import ANTIGRAVITY_HINT
+from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser, apply_gemini
+from waaah_agent.core.supervise.compaction import gemini_compactions
 from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.errors import UsageError
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.cli_home import PerRunHome
 from waaah_agent.runtime.mcp.setup import Persistent, read_json
 
@@ -43,6 +47,15 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
     }
     name = pick_transcript(list(by_name), session_id)
     return by_name[name] if name else None
+
+
+def _session_files(env: Mapping[str, str], workspace: Path, session_id: str) -> list[Path]:
+    """Every file of the session: gemini names them ``session-<minute>-<id8>.json[l]`` and, at
+    its next start, removes them all when one holds no conversation (core/kept_sessions.py)."""
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
+    short = session_id[:8].lower()
+    found = (home / ".gemini" / "tmp").glob(f"*/chats/session-*-{short}.json*")
+    return sorted(p for p in found if (m := _SESSION_FILE.fullmatch(p.name)) and m.group(2) == short)
 
 
 _SESSION_HEAD = re.compile(r'"sessionId"\s*:\s*"([0-9a-f-]{8,64})"[^}]*?"projectHash"\s*:\s*"([0-9a-f]{64})"')
@@ -140,8 +153,17 @@ RULES = ScreenRules(
     dialog=re.compile(
         r"Do you trust the files in this folder\?|Allow execution|Apply this change\?|Waiting for user confirmation"
     ),
-    login=re.compile(r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key"),
-    secret_entry=re.compile(r"│\s+Enter Gemini API Key"),
+    # The auth-method choice, the key entry, and the code screen of "Sign in with Google" with no
+    # browser (an OAuth URL, then `Enter the authorization code:`).
+    login=re.compile(
+        r"│\s+How would you like to authenticate for this project\?|│\s+Enter Gemini API Key|"
+        r"^Enter the authorization code:",
+        re.MULTILINE,
+    ),
+    secret_entry=re.compile(r"│\s+Enter Gemini API Key|^Enter the authorization code:", re.MULTILINE),
+    # A personal Google account, moved to Google's Antigravity CLI: gemini's IneligibleTierError,
+    # shown in its auth dialog as `Failed to sign in. Message: <the reason the server gave>`.
+    login_refused=re.compile(r"Failed to sign in\. Message: [^╰]{0,400}?Antigravity[^│\n]*"),
     limit=re.compile(r"│\s+Usage limit reached for [^│\n]*|│\s+You have exhausted your [^│\n]*quota"),
     exited=re.compile(r"Agent powering down\. Goodbye!|│\s+To resume this session: gemini --resume"),
     # After its loop detector fired twice in a turn (identical wait_for_prompt calls trip it):
@@ -155,14 +177,15 @@ ADAPTER = Adapter(
     name="gemini",
     display_name="Gemini CLI",
     binary="gemini",
-    install_hint="npm install -g @google/gemini-cli",
+    install_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
+    refused_hint=ANTIGRAVITY_HINT,
     rules=RULES,
     tested_version="0.61.0",
     releases=ReleaseSupport(
         tested="0.61.0",
         oldest="0.34.0",
-        update_hint="npm install -g @google/gemini-cli@latest",
+        update_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
         needs=("--resume",),
         own_id_option="--session-id",  # 0.34.0 has none: the id is read back (_learn_session_id)
         older_tested=("0.51.0", "0.34.0"),
@@ -174,6 +197,9 @@ ADAPTER = Adapter(
     fresh_args=lambda sid: ["--session-id", sid],
     resume_args=lambda sid: ["--resume", sid],
     transcript=_transcript,
+    compactions=gemini_compactions,
+    session_files=_session_files,
+    holds_conversation=gemini_holds,
     needs_login=_needs_login,
     # A home of its own per run: the user's ~/.gemini linked, its settings.json the user's with
     # the waaah entry and loop detection off (an agent waiting in its loop repeats one call).
@@ -188,6 +214,6 @@ ADAPTER = Adapter(
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),
-    provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_"),
+    provider_env=("GEMINI_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "CODE_ASSIST_"),
     headless=Headless(_headless, parser=lambda: StreamParser(apply_gemini), inputs=INPUTS),
 )

@@ -33,6 +33,7 @@ from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser, apply_opencode
+from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,
     ConfigRefused,
@@ -237,7 +238,7 @@ ADAPTER = Adapter(
     name="opencode",
     display_name="opencode",
     binary="opencode",
-    install_hint="npm install -g opencode-ai",
+    install_hint=install_command("opencode", "opencode-ai", "1.18.33"),
     login_hint="opencode auth login",
     rules=RULES,
     tested_version="1.18.33",

@@ -43,8 +43,9 @@ def config(
             + ("" if where.exists() else " (none; waaah config --example shows one)")
         )
         for row in rows:  # values from a file: secrets masked, escapes shown
-            value = row["value"] or "-"
-            print(_masked(f"  {row['key']:<17} {one_line(value):<40} {row['from']} ({row['variable']})"))
+            print(
+                _masked(f"  {row['key']:<17} {one_line(row['value']):<40} {row['from']} ({row['variable']})")
+            )
         return 0
 
     _exit(go)

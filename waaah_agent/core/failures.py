@@ -89,11 +89,30 @@ def is_recoverable(kind: ErrorType) -> bool:
 
 RECOVERABLE: dict[ErrorType, bool] = {kind: is_recoverable(kind) for kind in ErrorType}
 
+#: What the CLIs say when a login or key is missing or refused: claude's "Not logged in" and
+#: "OAuth token has expired", gemini's FatalAuthenticationError ("Manual authorization is
+#: required ..." when "Sign in with Google" was chosen and nobody can answer), "Error
+#: authenticating", IneligibleTierError / ProjectIdRequiredError / "Account validation required"
+#: of its Code Assist login, codex's 401 and "Missing environment variable" and its expired or
+#: revoked login ("log in again"), opencode's ProviderAuthError, the APIs' invalid-key errors.
 _AUTH = re.compile(
     r"(?i)not logged in|please run /login|failed to authenticate|authentication_error|unauthenticated|"
     r"invalid (?:x-)?api[ _-]?key|api key not valid|must specify the \w+_API_KEY|invalid auth method|"
     r"set an auth method|permission_denied|oauth token (?:has )?expired|incorrect api key|"
-    r"missing environment variable:\W*\w*(?:key|token)\b"
+    r"missing environment variable:\W*\w*(?:key|token)\b|FatalAuthenticationError|error authenticating|"
+    r"manual authorization is required|IneligibleTierError|ProjectIdRequiredError|"
+    r"account validation required|ProviderAuthError|(?:please )?(?:log|sign) ?in again|"
+    r"refresh token (?:was|has been|is) (?:revoked|expired|invalid)|token could not be refreshed"
+)
+#: gemini's Code Assist login refusing the account for good: personal Google accounts were moved
+#: to Google's Antigravity CLI on 2026-06-18 (its IneligibleTierError, "... migrate to the
+#: Antigravity suite").
+_ACCOUNT_REFUSED = re.compile(r"(?i)IneligibleTierError|migrate to the Antigravity")
+ANTIGRAVITY_HINT = (
+    "Google moved personal Google accounts from Gemini CLI to its Antigravity CLI (agy), which waaah "
+    "cannot supervise; what works: a Gemini API key (GEMINI_API_KEY, https://aistudio.google.com/apikey), "
+    "a Gemini Code Assist Standard or Enterprise login, Vertex AI, or another CLI (--start=claude, "
+    "codex or opencode)"
 )
 _RATE = re.compile(
     r"(?i)rate[ _-]?limit|resource_exhausted|exhausted your (?:daily )?quota|quota exceeded|usage limit|"
@@ -199,6 +218,12 @@ def classify(
         or kind in ("authentication_failed", "authentication_error")
         or _AUTH.search(evidence)
     ):
+        # What the CLI said of its login, not whatever line came first (a warning, a trace).
+        said = _AUTH.search(cli_error) or _AUTH.search(f"{head}\n{tail}")
+        if said is not None:
+            message = _line(_whole_line(said))
+        if _ACCOUNT_REFUSED.search(evidence):
+            message = f"{message}. {ANTIGRAVITY_HINT}"
         return failure(AUTH)
     if _QUOTA.search(evidence):
         return failure(QUOTA, parse_reset(evidence, now, tz) if now is not None and tz is not None else None)
@@ -222,6 +247,14 @@ def classify(
     # An error the CLI reported that nothing above explains; a CLI that failed without a word
     # of its own stays a crash.
     return failure(UNKNOWN if cli_error else CRASH)
+
+
+def _whole_line(match: re.Match[str]) -> str:
+    """The line of the searched text in which ``match`` lies."""
+    text = match.string
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start : end if end >= 0 else len(text)]
 
 
 def _head(stderr: str, limit: int = 4000) -> str:

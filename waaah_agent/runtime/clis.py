@@ -20,6 +20,21 @@ CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout, for an ed
 LOCAL_BIN = CHECKOUT / ".cache" / "clis" / "node_modules" / ".bin"
 
 
+def install_command(name: str, package: str, version: str) -> str:
+    """How to install the release of a CLI that waaah is tested with, the project's own way:
+    the checkout's script, into ``.cache/clis`` (never globally); without the checkout (an
+    installed package), npm into a folder of the user's that ``WAAAH_CLI_DIR`` then names."""
+    script = CHECKOUT / "scripts" / "install_clis.sh"
+    if script.is_file():
+        where = CHECKOUT / ".cache" / "clis"
+        return f"{shlex.quote(str(script))} {name} (the pinned {version}, into {where}; make run AGENT={name} does it too)"
+    folder = "~/.local/share/waaah-agent/clis"
+    return (
+        f"npm install --prefix {folder} {package}@{version}, then set "
+        f"{settings.CLI_DIR}={folder}/node_modules/.bin"
+    )
+
+
 def local_bin(env: Mapping[str, str]) -> Path:
     """Where `make` installed the CLIs (``WAAAH_CLI_DIR`` names another place)."""
     return Path(env[settings.CLI_DIR]) if env.get(settings.CLI_DIR) else LOCAL_BIN

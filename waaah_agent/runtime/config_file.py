@@ -68,17 +68,64 @@ def origin(variable: str) -> str:
     return variable
 
 
+def defaults(env: MutableMapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Per key, what is in effect when neither the environment nor the config file sets it, and
+    where that comes from: waaah's default, or what was typed at an earlier start and kept."""
+    from waaah_agent import settings
+
+    kept_server = key_file.read_server(env)
+    out = {
+        "server": (
+            (kept_server, f"typed at an earlier start, kept in {key_file.folder(env) / 'server'}")
+            if kept_server
+            else (f"none (asked on a terminal; {settings.DEFAULT_SERVER_URL} offered)", "default")
+        ),
+        "api_key_file": (_kept_key(env), "default"),
+        "heartbeat": (f"{settings.HEARTBEAT:g}", "default"),
+        "stall_timeout": (f"{settings.STALL_TIMEOUT:g}", "default"),
+        "max_tokens": ("none", "default"),
+        "max_cost": ("none", "default"),
+        "run_max_tokens": ("none", "default"),
+        "run_max_cost": ("none", "default"),
+        "prices": ("none (costs are not counted)", "default"),
+        "notify": ("none (no alerts)", "default"),
+        "record_budget_mb": (str(settings.RECORD_BUDGET), "default"),
+        "default_agent": (settings.DEFAULT_AGENT, "default"),
+        "fallback": ("none", "default"),
+        "routes": ("the bundled table (or .agent/routes.json)", "default"),
+        "providers": ("the bundled aliases (or providers.yaml)", "default"),
+        "breaker_cooldown": (f"{settings.BREAKER_COOLDOWN:g}", "default"),
+    }
+    return out
+
+
+def _kept_key(env: MutableMapping[str, str]) -> str:
+    """The key file and, masked, the key it keeps (none: said so)."""
+    where = key_file.path(env)
+    try:
+        kept = key_file.read(env)
+    except UsageError as err:
+        return f"{where} ({err})"
+    if not kept:
+        return f"{where} (no key kept)"
+    return f"{where} (holds a key ending {'*' * 4}{kept[-4:] if len(kept) >= 16 else ''})"
+
+
 def shown(env: MutableMapping[str, str]) -> list[dict[str, str]]:
-    """Each key: its value now and where it came from (the environment, the config file, the default)."""
+    """Each key: its value now and where it came from (the environment, the config file, what
+    was typed at an earlier start, waaah's default); never "-"."""
     rows = []
+    fallback = defaults(env)
     for name, key in KEYS.items():
         value = (
             settings.private(env, key.variable)
             if key.variable in settings.PRIVATE
             else env.get(key.variable, "")
         )
-        source = "config file" if key.variable in FROM_CONFIG else ("environment" if value else "default")
-        if name == "notify" and value:
+        source = "config file" if key.variable in FROM_CONFIG else "environment"
+        if not value:
+            value, source = fallback.get(name, ("none", "default"))
+        if name == "notify" and source != "default":
             value = " ".join(url.split("://", 1)[0] + "://..." for url in value.split())  # tokens stay out
         rows.append({"key": name, "variable": key.variable, "value": value, "from": source})
     return rows

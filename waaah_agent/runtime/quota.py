@@ -28,18 +28,33 @@ def folder() -> Path:
     return state_dir() / "quota"
 
 
-def record(agent: str, reset_at: datetime | None, seen_at: datetime, source: str) -> None:
-    """Note that ``agent`` hit a usage limit (an ``OSError`` when the state folder cannot hold it)."""
+def record(
+    agent: str, reset_at: datetime | None, seen_at: datetime, source: str, stated: bool = True
+) -> None:
+    """Note that ``agent`` hit a usage limit (an ``OSError`` when the state folder cannot hold
+    it); ``stated=False``: a rate limit that named no reset time (core/quota.py counts those)."""
     if not _NAME.match(agent):
         return
     where = folder()
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
-    data = {
+    data: dict[str, Any] = {
         "seen_at": seen_at.isoformat(timespec="seconds"),
         "reset_at": reset_at.isoformat(timespec="seconds") if reset_at else None,
         "source": source,
     }
+    if not stated and reset_at is None:
+        data["stated"] = False
+        data["repeats"] = Q.repeats_after(from_runs(agent), seen_at)
     atomic_write(where / f"{agent}.json", json.dumps(data) + "\n", 0o600)
+
+
+def answered(agent: str) -> None:
+    """``agent`` answered: a rate limit without a reset time noted before is over (a stated
+    limit stays until its time)."""
+    seen = from_runs(agent)
+    if seen is not None and not seen.stated and _NAME.match(agent):
+        with contextlib.suppress(OSError):
+            (folder() / f"{agent}.json").unlink()
 
 
 def from_runs(agent: str) -> Q.LimitSeen | None:
@@ -52,7 +67,11 @@ def from_runs(agent: str) -> Q.LimitSeen | None:
             seen, reset = event_time(data.get("seen_at")), data.get("reset_at")
             reset_at = event_time(reset) if reset is not None else None
             if seen is not None and (reset is None or reset_at is not None):
-                return Q.LimitSeen(agent, seen, reset_at, str(data.get("source") or "waaah run")[:80])
+                stated = data.get("stated") is not False
+                repeats = data.get("repeats")
+                count = repeats if isinstance(repeats, int) and not isinstance(repeats, bool) else 1
+                source = str(data.get("source") or "waaah run")[:80]
+                return Q.LimitSeen(agent, seen, reset_at, source, stated, max(1, min(count, 1000)))
     return None
 
 

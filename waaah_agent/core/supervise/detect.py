@@ -59,6 +59,8 @@ class ScreenRules:
     # The CLI's own loop detector: its question whether to keep it on, and its halt message.
     loop_dialog: re.Pattern[str] | None = None
     loop_halted: re.Pattern[str] | None = None
+    # On its login screen: the CLI's login failed for good (the account cannot use this CLI).
+    login_refused: re.Pattern[str] | None = None
     region_rows: int = 12
     dialog_rows: int = 25
 
@@ -104,6 +106,7 @@ class Reading:
     dialog: str | None = None
     loop_dialog: str | None = None  # the CLI asks whether to keep its loop detection on
     loop_halted: str | None = None  # the CLI's loop detector halted the turn (its message)
+    login_refused: str | None = None  # the login failed for good: what the CLI said, one line
     input_ready: bool = False  # the input prompt is drawn
     input_empty: bool = False
     title: str = ""
@@ -133,6 +136,7 @@ def read(rules: ScreenRules, view: ScreenView) -> Reading:
         dialog=_said(find(rules.dialog, tall)),
         loop_dialog=_said(find(rules.loop_dialog, tall)),
         loop_halted=_said(find(rules.loop_halted, tall)),
+        login_refused=_one_line(find(rules.login_refused, tall)),
         input_ready=bool(rules.input_ready.search(bottom)),
         input_empty=bool(rules.input_empty.search(bottom)),
         title=view.title,
@@ -174,6 +178,13 @@ def detect(rules: ScreenRules, view: ScreenView, evidence: Evidence = Evidence()
 
 def _said(match: re.Match[str] | None) -> str | None:
     return match.group(0) if match else None
+
+
+def _one_line(match: re.Match[str] | None) -> str | None:
+    """A match spread over a box's wrapped lines, as one line (borders and runs of spaces gone)."""
+    if match is None:
+        return None
+    return " ".join(match.group(0).replace("│", " ").split())
 
 
 def _line_of(view: ScreenView, fragment: str) -> str:

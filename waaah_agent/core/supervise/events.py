@@ -139,6 +139,22 @@ class TokensCounted:
 
 
 @dataclass(frozen=True)
+class Compacted:
+    """The CLI compacted its conversation (seen in its transcript, on the slow timer)."""
+
+    source: str  # where it was seen, for the record
+
+
+@dataclass(frozen=True)
+class LimitStated:
+    """The CLI stated when its usage limit resets, elsewhere than on its screen (codex's session
+    file: ``rate_limits.resets_at``); read on the slow timer while a limit is waited out."""
+
+    until: datetime  # aware
+    source: str  # where it was read, for the record
+
+
+@dataclass(frozen=True)
 class Resized:
     cols: int
     rows: int
@@ -158,6 +174,8 @@ Event = (
     | AgentStatusChanged
     | Resized
     | TokensCounted
+    | LimitStated
+    | Compacted
 )
 
 # -- actions -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from waaah_agent.core.supervise.events import (
     AgentStatusChanged,
     Began,
     ChildExited,
+    Compacted,
     Dequeue,
     Due,
     Enqueue,
@@ -36,6 +37,7 @@ from waaah_agent.core.supervise.events import (
     HideInput,
     Instant,
     Keys,
+    LimitStated,
     Observed,
     Resized,
     Save,
@@ -59,9 +61,11 @@ from waaah_agent.core.supervise.machine_parts import (
 from waaah_agent.core.supervise.policy import (
     CONTINUE_PROMPT,
     HEARTBEAT_PROMPT,
+    WORKFLOW_AGAIN_AFTER,
     Now,
     NudgeKind,
     StallVerdict,
+    workflow_again,
 )
 
 __all__ = ["Machine", "MachineConfig", "Saved"]
@@ -100,6 +104,10 @@ class Machine(MachineParts):
             self._notice(f"WAAAH server reports this agent {event.status or 'unknown'}")
         elif isinstance(event, TokensCounted):
             self._tokens(event, t.mono)
+        elif isinstance(event, LimitStated):
+            self._limit_stated(event, t)
+        elif isinstance(event, Compacted):
+            self._compacted(event)
         elif isinstance(event, Resized):
             self._record("resize", cols=event.cols, rows=event.rows)
         elif isinstance(event, Began):
@@ -284,6 +292,14 @@ class Machine(MachineParts):
         the title and the log say what waaah waits for, and the workflow follows once the CLI is
         ready. Headless nobody can: stop with the steps to run from a shell.
         """
+        refused = self.last_reading.login_refused
+        if refused is not None:
+            # No login on this screen can work: one clear stop (the login exit code, no restart).
+            self._record("login-refused", screen=refused)
+            said = refused if len(refused) <= 240 else refused[:237] + "..."
+            tail = f"; {self.cfg.refused_hint}" if self.cfg.refused_hint else ""
+            self._stop(StopReason.LOGIN, f"{self.cfg.agent} cannot log in ({said}){tail}", now)
+            return
         if not self.cfg.interactive:
             hint = self.cfg.login_hint or self.cfg.agent
             self._stop(StopReason.LOGIN, f"{self.cfg.agent} requires login. Run: {hint}", now)
@@ -366,6 +382,9 @@ class Machine(MachineParts):
             elif self.nudger.may_type(facts):
                 self.owe_continue = False
                 self.nudger.sent(now)
+                if self.owe_workflow and self.cfg.workflow:
+                    self._nudge_workflow(now)
+                    return
                 why = (
                     "nudges resumed (waaah resume)"
                     if self.resumed_by_user
@@ -380,6 +399,12 @@ class Machine(MachineParts):
                 self._look(self.nudger.next_check(facts))
                 self._note_next_heartbeat(t, self.nudger.next_heartbeat(facts))
             return
+        ignored = self.nudger.ignored_continues() if kind is NudgeKind.CONTINUE else 0
+        if ignored >= WORKFLOW_AGAIN_AFTER and not self.owe_workflow:
+            self.owe_workflow = f"{ignored} continue prompts in a row were ignored"
+        if self.owe_workflow and self.cfg.workflow:
+            self._nudge_workflow(now)
+            return
         if kind is NudgeKind.CONTINUE:
             why = "the turn ended outside wait_for_prompt"
             if self.loop_halted:
@@ -388,6 +413,27 @@ class Machine(MachineParts):
             self._nudge(kind, CONTINUE_PROMPT, why, now)
         else:
             self._nudge(kind, HEARTBEAT_PROMPT, "idle at the prompt", now)
+
+    def _nudge_workflow(self, now: float) -> None:
+        """The workflow again instead of a bare continue prompt (core/policy.py says when)."""
+        assert self.nudger is not None
+        why, self.owe_workflow = self.owe_workflow, ""
+        self.nudger.continues = 0
+        self._record("nudge", kind="workflow", reason=why, next_gap=self.nudger.gap)
+        self._notice(f"workflow sent again: {why}")
+        self.delivery = Delivery(
+            "workflow-again", workflow_again(self.cfg.workflow, why), self.cfg.enter_delay
+        )
+        self._look(now)
+
+    def _compacted(self, event: Compacted) -> None:
+        """The CLI compacted its conversation: the workflow may be gone from what the model
+        sees, so the next prompt sends it again (an agent in its loop needs none meanwhile)."""
+        self._record("compacted", source=event.source)
+        self._notice(
+            f"{self.cfg.agent} compacted its conversation ({event.source}): its next prompt is the workflow"
+        )
+        self.owe_workflow = f"{self.cfg.agent} compacted its conversation"
 
     def _nudge(self, kind: NudgeKind, text: str, why: str, now: float) -> None:
         assert self.nudger is not None

@@ -22,6 +22,7 @@ from waaah_agent.core.supervise.events import (
     ExitInfo,
     Finish,
     Instant,
+    LimitStated,
     Look,
     Menu,
     Notice,
@@ -57,6 +58,9 @@ class MachineConfig:
     limit_resume_keys: bytes = b""  # keys that take the CLI's limit screen back to work
     loop_dialog_keys: bytes = b""  # keys that turn the CLI's loop detector off when it asks
     login_hint: str = ""
+    workflow: str = ""  # the workflow's text, sent again when the agent may have lost it
+    # What works instead when the CLI's login failed for good (Reading.login_refused).
+    refused_hint: str = ""
     stop_grace: float = 5.0
     settle: float = 0.8  # the screen must be quiet this long before the first prompt is typed
     policy: PolicyConfig | None = None  # None: no continue prompts, heartbeats or stall handling
@@ -103,6 +107,7 @@ class MachineParts:
         # is back, one continue prompt is owed to an agent idle at its prompt.
         self.server_down = cfg.server_down
         self.owe_continue = False
+        self.owe_workflow = ""  # why the next prompt is the workflow again ("" while it is not)
         self.loop_answered: float | None = None  # when the loop-detector question was answered
         self.loop_halt_seen = False  # its halt message is on the screen (recorded once)
         self.loop_halted = False  # ... and the next continue prompt says that was the cause
@@ -180,6 +185,19 @@ class MachineParts:
         self._notice(f"usage limit: waiting until {text} ({how})")
         self._emit(Title(f"waaah: {self.cfg.agent} usage limit, waiting until {until:%H:%M}", hold=True))
         self.due[Due.LIMIT] = self.limit_deadline
+
+    def _limit_stated(self, event: LimitStated, t: Instant) -> None:
+        """The CLI stated its reset elsewhere (codex's session file): a wait in progress ends at
+        that time (+ the margin) instead of the one guessed or read from the banner."""
+        if self.limit_deadline is None or self.stopping is not None:
+            return
+        margin = timedelta(seconds=self.cfg.limit_margin)
+        until = min(event.until + margin, t.wall + timedelta(days=7))
+        seconds = max(0.0, (until - t.wall).total_seconds())
+        if abs(t.mono + seconds - self.limit_deadline) < 30:
+            return  # what the wait already ends at
+        how = f"stated in {event.source}: resets {event.until.isoformat(timespec='seconds')}, plus the margin"
+        self._wait_for_limit(t, until, how, self.limit_banner or "")
 
     def _limit_over(self, now: float) -> None:
         self.limit_deadline = None

@@ -4,6 +4,10 @@ Nudges (the continue-the-loop prompt and the heartbeat) are typed only into an a
 at an empty input prompt, outside any wait_for_prompt call, with no human typing lately. A
 nudge the agent ignores makes the next one wait twice as long (up to a cap), so an agent that
 keeps ending its turn is not flooded; a wait_for_prompt call resets that.
+
+A bare "continue" loses the task once the agent lost its instructions: after the CLI compacted
+its conversation, or after :data:`WORKFLOW_AGAIN_AFTER` continue prompts in a row went
+unanswered, the next prompt is the workflow itself again (:func:`workflow_again`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from waaah_agent.core.supervise.detect import AgentState, fingerprint
 
 __all__ = [
     "CONTINUE_PROMPT",
+    "WORKFLOW_AGAIN_AFTER",
     "HEARTBEAT_PROMPT",
     "Now",
     "NudgeKind",
@@ -33,6 +38,19 @@ HEARTBEAT_PROMPT = (
     "Heartbeat from the supervisor: you have been idle at the prompt. If you are not inside "
     "wait_for_prompt, call it now and keep looping."
 )
+
+
+#: Continue prompts in a row without a wait_for_prompt after which the workflow is sent again.
+WORKFLOW_AGAIN_AFTER = 2
+
+
+def workflow_again(workflow: str, why: str) -> str:
+    """The workflow sent again, saying why first (the agent may have lost it)."""
+    return (
+        f"The supervisor sends your workflow again ({why}). Read it as your instructions for this "
+        "session: take up its role and its loop, and call the waaah tool wait_for_prompt.\n\n"
+        f"{workflow}"
+    )
 
 
 class NudgeKind(str, Enum):
@@ -80,10 +98,16 @@ class Nudger:
         self.gap = config.continue_gap
         self.last_nudge: float | None = None
         self.last_turn_end: float | None = None
+        self.continues = 0  # continue prompts since the agent last called wait_for_prompt
 
     def saw_wait(self) -> None:
         """The agent called wait_for_prompt: it is in its loop; nudges start afresh."""
         self.gap = self.config.continue_gap
+        self.continues = 0
+
+    def ignored_continues(self) -> int:
+        """Continue prompts in a row before the one just decided that brought no wait_for_prompt."""
+        return max(0, self.continues - 1)
 
     def turn_ended(self, now: float) -> None:
         self.last_turn_end = now
@@ -141,6 +165,8 @@ class Nudger:
         if self.last_nudge is not None:  # the previous nudge did not bring a wait_for_prompt
             self.gap = min(self.config.continue_gap_max, self.gap * 2)
         self.last_nudge = now
+        if kind is NudgeKind.CONTINUE:
+            self.continues += 1
         return kind
 
 

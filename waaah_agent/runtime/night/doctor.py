@@ -27,7 +27,7 @@ from waaah_agent.runtime.workspace import find_workflow, git_root
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # "ok", "warn", "fail"
+    status: str  # "ok", "warn", "fail"; "skip": a CLI not used here (never a failure)
     detail: str
     fix: str = ""
     # A CLI's check: its installed version and where it stands (core/versions.py Standing).
@@ -51,17 +51,19 @@ def run_checks(
     server: str | None,
     api_key: str | None,
 ) -> list[Check]:
-    chosen = agents or [n for n in adapters.names() if not adapters.registry()[n].simulated]
+    chosen = used_clis(env, agents)
     checks: list[Check] = []
     for name in chosen:
         adapter = adapters.registry()[name]
-        checks.append(check_cli(adapter, env, required=agents is not None))
-        if not adapter.interactive:
-            continue  # headless only (waaah run): its login and MCP are its own configuration's
+        checks.append(check_cli(adapter, env, required=True))
+        if not adapter.interactive or clis.find(adapter, env) is None:
+            continue  # headless only, or not installed: no login or MCP entry of it to speak of
         checks.append(check_login(adapter, env))
         checks.append(check_mcp_entry(adapter, env))
         if adapter.headless is not None:
             checks.append(check_breaker(name))
+    others = [n for n in adapters.names() if n not in chosen and not adapters.registry()[n].simulated]
+    checks += [check_unused(adapters.registry()[name], env) for name in others]
     checks.append(check_server_reachable(env, server, api_key, chosen))
     root = git_root(workspace)
     checks.append(check_git(workspace, root))
@@ -85,6 +87,25 @@ def check_homes(env: Mapping[str, str]) -> Check:
         "left behind, holding what the CLI wrote there: " + "; ".join(homes.describe(f) for f in found),
         f"carry it back and remove them with: {homes.SETTLE_COMMAND}",
     )
+
+
+def used_clis(env: Mapping[str, str], agents: list[str] | None) -> list[str]:
+    """The CLIs this user uses: those named with --agent, else the configured default
+    (``WAAAH_DEFAULT_AGENT``, from the environment or the config file; else gemini)."""
+    return list(agents) if agents else [settings.run_agent_name(None, None, env)]
+
+
+def check_unused(adapter: Adapter, env: Mapping[str, str]) -> Check:
+    """A CLI this user does not use: listed, never failed; its credentials only when installed."""
+    name = f"{adapter.name} CLI"
+    use = f"to use it: waaah doctor --agent {adapter.name}"
+    found = clis.find(adapter, env)
+    if found is None:
+        return Check(name, "skip", f"not set up (not installed; not used here, {use})")
+    if not adapter.interactive:
+        return Check(name, "skip", f"installed ({found}), not used here; {use}")
+    login = "no credentials found" if adapter.needs_login(env) else "credentials found"
+    return Check(name, "skip", f"installed ({found}), {login}; not used here, {use}")
 
 
 def check_leftovers(workspace: Path) -> Check:
@@ -252,7 +273,10 @@ def check_server_reachable(
         )
     except UsageError:
         return Check(
-            "WAAAH server", "warn", "not configured", f"pass --server URL or set {settings.SERVER_URL}"
+            "WAAAH server",
+            "warn",
+            "not configured (without one the agent runs with no MCP server: no tasks reach it)",
+            f'start one (README "The WAAAH server"), then pass --server URL or set {settings.SERVER_URL}',
         )
     url = choice.url
     health = check_server(url, choice.api_key)

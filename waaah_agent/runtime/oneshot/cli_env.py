@@ -7,7 +7,7 @@ shell tool running ``env``), so each CLI gets only:
 
 * the system essentials (PATH, HOME, user, shell, locale, terminal, time zone, temp folders,
   XDG folders, CA bundles, editor, display) and the proxy variables;
-* its own variables (``Adapter.provider_env``: gemini ``GEMINI_*``/``GOOGLE_*``, claude
+* its own variables (``Adapter.provider_env``: gemini ``GEMINI_*``/``GOOGLE_*``/``CODE_ASSIST_*``, claude
   ``ANTHROPIC_*``/``CLAUDE_*`` and its settings variables, ...) and those its own config files
   name (``Adapter.config_env``: codex's ``env_key``, opencode's ``{env:NAME}``);
 * the ``WAAAH_*`` variables the waaah MCP proxy and a nested `waaah run` read (never the alert

@@ -75,8 +75,12 @@ def availability(
     for name in agents:
         adapter = known[name]
         found = clis.find(adapter, env)
-        credentials = (
-            "not checked" if not adapter.interactive else "missing" if adapter.needs_login(env) else "found"
+        credentials = (  # never said of a CLI that is not installed
+            "not checked"
+            if not adapter.interactive or found is None
+            else "missing"
+            if adapter.needs_login(env)
+            else "found"
         )
         try:
             breaker = store.get(name)

@@ -8,12 +8,13 @@ start); this is the shell that starts the CLI (runtime/headless.py), logs and sl
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from waaah_agent.runtime.oneshot.headless import KILL_GRACE, Interrupted, Interr
 from waaah_agent.runtime.oneshot.run_breakers import RunBreakers
 from waaah_agent.runtime.oneshot.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.oneshot.run_stream import LineOut
+from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.supervise.startup import find_binary, not_executable_message
 
 
@@ -194,6 +196,15 @@ class Chain:
                 now=datetime.now().astimezone(),
                 tz=datetime.now().astimezone().tzinfo,
             )
+            if (
+                failure is not None
+                and failure.type in (F.RATE_LIMIT, F.QUOTA)
+                and failure.reset_at is None
+                and adapter.limit_reset is not None
+                and sid
+            ):  # codex says "try again later"; its session file says when
+                with contextlib.suppress(OSError, ValueError):
+                    failure = replace(failure, reset_at=adapter.limit_reset(self.env, self.workspace, sid))
             record = Attempt(
                 name, sid, failure.type if failure else "ok", outcome.exit_code, ms(outcome.seconds)
             )
@@ -317,6 +328,20 @@ class Chain:
         env.update(self.opts.cli_env)  # --env KEY=VAL: the caller's own, for this CLI
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
         earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
+        # The CLI's own session files, kept before it resumes them (runtime/session_keep.py).
+        kept = (
+            keeper_for(
+                adapter,
+                env,
+                self.workspace,
+                session_id,
+                self.log.path.with_name(f"{self.log.path.stem}.kept"),
+                self.kept_note,
+                lambda name, **fields: self.log.write(name.replace("-", "_"), agent=adapter.name, **fields),
+            )
+            if resume
+            else None
+        )
         parser = headless.parser()
         try:
             outcome = run_cli(
@@ -347,9 +372,17 @@ class Chain:
                 )
             )
             raise
+        finally:
+            if kept is not None:
+                kept.after()  # what the CLI removed or emptied of its session is put back
         self.this_runs_tokens(adapter.name, outcome.summary, resume, earlier)
         self.record_outcome(adapter.name, outcome)
         return outcome
+
+    def kept_note(self, text: str) -> None:
+        """What the keeper of a resumed session did: a warning of the envelope, said once."""
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     def this_runs_tokens(
         self, agent: str, summary: StreamSummary, resume: bool, earlier: Tokens | None

@@ -53,8 +53,13 @@ class RunBreakers:
         except OSError as err:
             self._cannot(err)
         if failure is not None and failure.type in (F.RATE_LIMIT, F.QUOTA):  # `waaah quota` shows both
+            # A quota is a stated limit; a rate limit is one only with its reset time (or again).
+            stated = failure.type is F.QUOTA or failure.reset_at is not None
+            seen = datetime.fromtimestamp(now).astimezone()
             with contextlib.suppress(OSError):
-                quota.record(name, failure.reset_at, datetime.fromtimestamp(now).astimezone(), "waaah run")
+                quota.record(name, failure.reset_at, seen, "waaah run", stated=stated)
+        elif ok:
+            quota.answered(name)
 
     def release(self) -> None:
         """Free the probes this run holds, counting nothing: the run was interrupted, or the CLI

@@ -40,6 +40,23 @@ log = logging.getLogger(__name__)
 MAX_READ = 1024 * 1024  # bytes read at a time
 MAX_LINE = MAX_READ  # a longer line is no record of ours: skipped
 _HEAD = b'{"ts": '  # how every writer's line begins (core/inbox_records.py: to_json)
+#: How long a stop waits for watchdog's threads to end.
+STOP_JOIN = 2.0
+
+
+class _StoppedByUs(logging.Filter):
+    """watchdog 7.x: an emitter stopped while its thread is between two reads logs an error
+    ("InotifyEmitter.queue_events() called when the thread is inactive") from that thread, after
+    our stop returned: printed on the terminal after the session ended (Ctrl+C, then s). It says
+    only that we stopped it; the observer is joined at the stop, and this record dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(
+            "InotifyEmitter.queue_events() called when the thread is inactive"
+        )
+
+
+_WATCHDOG_INOTIFY = logging.getLogger("watchdog.observers.inotify")
 
 
 class _Wake(FileSystemEventHandler):
@@ -94,7 +111,13 @@ class Inbox:
         self._observer.start()
 
     def stop(self) -> None:
+        """Stop watching, and wait (briefly) for watchdog's threads to end: nothing of them runs,
+        or prints, after the session's own output is done."""
+        if not any(isinstance(f, _StoppedByUs) for f in _WATCHDOG_INOTIFY.filters):
+            _WATCHDOG_INOTIFY.addFilter(_StoppedByUs())
         self._observer.stop()
+        if self._observer.is_alive():
+            self._observer.join(STOP_JOIN)
         self._close()
 
     def read_new(self, limit: int = 1 << 30) -> list[InboxRecord]:

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from waaah_agent.core.night.alerts import Where
 from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.supervise.backoff import Restarts
-from waaah_agent.core.supervise.events import Outcome, StopReason, TokensCounted
+from waaah_agent.core.supervise.events import Compacted, LimitStated, Outcome, StopReason, TokensCounted
 from waaah_agent.core.supervise.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -49,6 +50,7 @@ from waaah_agent.runtime.mcp.tool_http import ToolServer
 from waaah_agent.runtime.mcp.waaah import check_server
 from waaah_agent.runtime.night import report
 from waaah_agent.runtime.night.alerts import Notifier, check_urls
+from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.store import (
     SessionDir,
     SessionState,
@@ -87,11 +89,16 @@ from waaah_agent.runtime.supervise.startup import (
     session_to_resume,
 )
 from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, is_interactive, raw_mode, terminal_size
-from waaah_agent.runtime.supervise.transcripts import holds_prompt, usage_of
+from waaah_agent.runtime.supervise.transcripts import CompactionWatch, holds_prompt, usage_of
 from waaah_agent.runtime.workspace import Workflow, find_workflow
 
 if TYPE_CHECKING:
     from waaah_agent.runtime.supervise import metrics
+
+#: How often the CLI's own files are read for its reset while a usage limit is waited out.
+LIMIT_LOOK = 10.0
+#: How often the CLI's transcript is read for a compaction (only what it gained since).
+COMPACTION_LOOK = 5.0
 
 
 def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> int:
@@ -478,6 +485,8 @@ class Run:
     learning: bool = False  # the CLI's own session id is still to be found (own_session)
     unpriced: set[str] = field(default_factory=set)  # models --max-cost found no price for (said once)
     started: float = 0.0  # when this run's CLI was started (epoch seconds)
+    limit_told: datetime | None = None  # the reset the CLI's files stated, told to the machine
+    compaction: CompactionWatch | None = None  # compactions in the CLI's transcript, this run
 
     def server_down(self) -> str:
         """Why the WAAAH server cannot be reached now ("" when it can, or when none is used)."""
@@ -487,6 +496,29 @@ class Run:
     def once(self, resumed: bool, redactor: Redactor) -> Outcome:
         adapter, state, workspace = self.adapter, self.state, Path(self.state.workspace)
         native = resumed and adapter.transcript(self.env, workspace, state.native_session_id) is not None
+        # The CLI's own session files, kept before it resumes them (runtime/session_keep.py).
+        kept = (
+            keeper_for(
+                adapter,
+                self.env,
+                workspace,
+                state.native_session_id,
+                self.session.path / "kept",
+                self.logs.notice,
+                self.session.event,
+            )
+            if native
+            else None
+        )
+        # Compactions from now on (those already in a resumed transcript are history).
+        self.compaction = (
+            CompactionWatch.begin(
+                adapter.compactions,
+                adapter.transcript(self.env, workspace, state.native_session_id) if native else None,
+            )
+            if adapter.compactions is not None
+            else None
+        )
         hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         own = releases.own_ids(state.cli_release)
@@ -527,6 +559,8 @@ class Run:
                 limit_resume_keys=adapter.limit_resume_keys,
                 loop_dialog_keys=adapter.loop_dialog_keys,
                 login_hint=clis.login_hint(adapter, self.env),
+                workflow=self.workflow.text,
+                refused_hint=adapter.refused_hint,
                 stop_grace=self.opts.stop_grace,
                 policy=self.opts.policy,
                 limit_margin=self.opts.limit_margin,
@@ -565,6 +599,8 @@ class Run:
                 child.signal_group(9)
             child.close()
             self.end_descendants(child)
+            if kept is not None:
+                kept.after()  # what the CLI removed or emptied of its session is put back
             self.learn_session()
             self.update_tokens()
 
@@ -578,6 +614,11 @@ class Run:
         delay = tracker.next_delay()
         if self.learn_session():
             delay = min(delay, 2.0)  # until the CLI's own session id is known: often
+        if self.state.limit_until and self.stated_limit(sup):
+            delay = min(delay, LIMIT_LOOK)  # waiting out a limit: read the CLI's own word on it
+        if self.compaction is not None:
+            self.look_for_compaction(sup)
+            delay = min(delay, COMPACTION_LOOK)
         limit, cost_limit = self.opts.max_tokens, self.opts.max_cost
         if limit is None and cost_limit is None and self.opts.metrics_port is None:
             return delay
@@ -595,6 +636,26 @@ class Run:
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
             sup.tell(TokensCounted(used, limit, cost, cost_limit))
         return min(delay, max(0.5, self.tokens_due - now))
+
+    def look_for_compaction(self, sup: Supervisor) -> None:
+        """A compaction the CLI marked in its transcript since the last look is told to the
+        machine (the next prompt is then the workflow again)."""
+        assert self.compaction is not None
+        path = self.adapter.transcript(self.env, Path(self.state.workspace), self.state.native_session_id)
+        if self.compaction.news(path):
+            sup.tell(Compacted(f"its transcript {path}"))
+
+    def stated_limit(self, sup: Supervisor) -> bool:
+        """While a usage limit is waited out, the reset the CLI wrote in its own files (codex's
+        ``rate_limits.resets_at``) is told to the machine once; True: worth reading again."""
+        reader = self.adapter.limit_reset
+        if reader is None or not self.state.native_session_id:
+            return False
+        until = reader(self.env, Path(self.state.workspace), self.state.native_session_id)
+        if until is not None and until != self.limit_told:
+            self.limit_told = until
+            sup.tell(LimitStated(until, f"{self.adapter.name}'s session file"))
+        return True
 
     def cost(self) -> float | None:
         """What the session's tokens cost at the user's prices (None without --max-cost); a model

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from waaah_agent.core.tokens import Usage, UsageCounter
@@ -43,3 +45,47 @@ def usage_of(path: Path, counter: UsageCounter) -> Usage:
     OSError at once, never a read that blocks the supervisor."""
     with os.fdopen(open_regular(path), encoding="utf-8", errors="replace") as fh:
         return counter.feed(fh)
+
+
+#: What one look at a transcript reads at most (the rest waits for the next look).
+COMPACTION_READ = 8 * 1024 * 1024
+
+
+@dataclass
+class CompactionWatch:
+    """Compactions the CLI marks in its transcript (core/compaction.py), found as the file
+    grows: each look reads only what was added since the last one, in whole lines."""
+
+    finder: Callable[[Iterable[str]], set[str]]
+    path: Path | None = None
+    offset: int = 0
+    known: set[str] = field(default_factory=set)
+
+    @classmethod
+    def begin(cls, finder: Callable[[Iterable[str]], set[str]], path: Path | None) -> CompactionWatch:
+        """A watch from now on: compactions already in ``path`` are history, not news."""
+        watch = cls(finder)
+        watch.news(path)
+        return watch
+
+    def news(self, path: Path | None) -> set[str]:
+        """Compactions added to ``path`` since the last look (a FIFO, a device or an unreadable
+        file: none, and no error)."""
+        if path is None:
+            return set()
+        if path != self.path:
+            self.path, self.offset = path, 0
+        try:
+            with os.fdopen(open_regular(path), "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.offset:  # rewritten: read it again (what was seen stays known)
+                    self.offset = 0
+                fh.seek(self.offset)
+                data = fh.read(COMPACTION_READ)
+        except OSError:
+            return set()
+        end = data.rfind(b"\n") + 1 if len(data) < COMPACTION_READ else len(data)
+        self.offset += end
+        found = self.finder(data[:end].decode("utf-8", "replace").splitlines()) - self.known
+        self.known |= found
+        return found
