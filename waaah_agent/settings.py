@@ -26,6 +26,8 @@ SERVER_URL = "WAAAH_SERVER_URL"
 API_KEY = "WAAAH_API_KEY"
 AGENT_ID = "WAAAH_AGENT_ID"  # the supervised agent's id, filled into MCP calls by the proxy
 INBOX = "WAAAH_INBOX"  # the session inbox the proxy and the hooks append to
+LINK = "WAAAH_LINK"  # the session link's socket: the proxy's waits and acks go through it
+LINK_POLL_SECONDS = "WAAAH_LINK_POLL_SECONDS"  # how often the link reads the server's task list
 SESSION_ID = "WAAAH_SESSION_ID"  # the supervised session, for what the agent runs
 PARENT_ID = "WAAAH_PARENT_ID"  # links a `waaah run` under the session or run that started it
 DEFAULT_AGENT_VAR = "WAAAH_DEFAULT_AGENT"
@@ -154,6 +156,7 @@ class ProxySettings:
     agent_id: str | None
     inbox: Path | None
     log_level: str
+    link: Path | None = None
 
 
 def proxy_settings(
@@ -163,13 +166,14 @@ def proxy_settings(
     agent_id: str | None = None,
     inbox: Path | None = None,
 ) -> ProxySettings:
-    inbox_var = env.get(INBOX)
+    inbox_var, link = env.get(INBOX), env.get(LINK)
     return ProxySettings(
         server_url=text(server, env, SERVER_URL, DEFAULT_SERVER_URL) or DEFAULT_SERVER_URL,
         api_key=text(api_key, env, API_KEY),
         agent_id=text(agent_id, env, AGENT_ID),
         inbox=inbox or (Path(inbox_var) if inbox_var else None),
         log_level=(env.get(PROXY_LOG_LEVEL) or LOG_LEVEL_DEFAULT).upper(),
+        link=Path(link) if link else None,
     )
 
 

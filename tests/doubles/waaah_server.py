@@ -7,8 +7,24 @@ It answers like the real server (see the shared facts page on the WAAAH server):
   update_progress, send_response, list_agents and get_agent_status. Success is HTTP 200 with
   ``{"content": [{"type": "text", "text": "<json>"}]}``; validation failures are HTTP 200 with
   ``isError: true``; other tools are HTTP 404 ``{"error": "Tool X not found"}``.
-* ``GET /admin/agents/status``, ``POST /admin/enqueue``, ``POST /admin/evict``.
+* ``GET /admin/agents/status``, ``POST /admin/enqueue``, ``POST /admin/evict``,
+  ``GET /admin/tasks`` (``?status=``, ``?agentId=``, ``?limit=``; newest first, each task with its
+  ``history``) and ``GET /admin/tasks/<id>``.
 * With an API key: ``X-API-Key`` (or ``?apiKey=``) on everything but ``/health``, else HTTP 401.
+
+How a task reaches an agent, as the real server does it (``packages/mcp-server/src/state``):
+
+* Created while an agent waits: reserved for it (PENDING_ACK, a history entry "Reserved for agent
+  <id> (scored match)") and pushed to every wait of that agent then pending, also one whose client
+  went away: a wait stays registered until its own timeout, answered or not.
+* A new wait takes a QUEUED task at once (no history entry); otherwise it only listens for pushes.
+  Each new wait runs a scheduler cycle right after that first look.
+* The scheduler (every ``scheduler_interval`` seconds, and at each new wait) requeues a task not
+  ACKed within ``ack_timeout`` (QUEUED, "Force-retried by admin"), then reserves every QUEUED task
+  for an agent flagged waiting, **without** a push: the agent's pending wait is not woken, and its
+  next wait does not take a PENDING_ACK task. A reservation clears the agent's waiting flag, and so
+  does the end of any of its waits.
+* ``ack_task`` succeeds only for a PENDING_ACK task reserved for the caller.
 
 Example::
 
@@ -28,6 +44,7 @@ import json
 import math
 import re
 import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -95,7 +112,19 @@ class _Agent:
     workspace: dict[str, Any] | None
     created_at: float
     last_seen: float
-    waiting: int = 0
+    waits: list[_Wait] = field(default_factory=list)  # pending waits, answered or not
+    flagged: bool = False  # "waiting" as the scheduler sees it (set by a wait, cleared by a reservation)
+
+    @property
+    def waiting(self) -> int:
+        return len(self.waits)
+
+
+@dataclass
+class _Wait:
+    """One pending wait_for_prompt; ``task`` is set when a task is pushed to it."""
+
+    task: dict[str, Any] | None = None
 
 
 @dataclass
@@ -106,10 +135,45 @@ class _Task:
     agent_id: str | None
     priority: str
     status: str = "QUEUED"
-    assigned_to: str | None = None
-    ack_deadline: float = 0.0
+    assigned_to: str | None = None  # set by a successful ACK
+    pending_ack: str | None = None  # the agent a PENDING_ACK task waits for an ACK from
+    sent_at: float = 0.0  # monotonic time it went PENDING_ACK
+    created_at: float = field(default_factory=time.time)
+    history: list[dict[str, Any]] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)
     response: dict[str, Any] | None = None
+
+    def note(self, status: str, message: str, agent_id: str | None = None) -> None:
+        self.history.append(
+            {"timestamp": int(time.time() * 1000), "status": status, "agentId": agent_id, "message": message}
+        )
+
+    def answer(self) -> dict[str, Any]:
+        """What wait_for_prompt returns for it."""
+        return {
+            "taskId": self.id,
+            "prompt": self.prompt,
+            "from": {"type": "user", "id": "admin", "name": "Admin"},
+            "priority": self.priority,
+            "context": {"workspaceId": self.workspace_id},
+        }
+
+    def view(self) -> dict[str, Any]:
+        """The task as ``GET /admin/tasks`` shows it."""
+        return {
+            "id": self.id,
+            "command": "execute_prompt",
+            "prompt": self.prompt,
+            "from": {"type": "user", "id": "admin", "name": "AdminUser"},
+            "to": {"agentId": self.agent_id, "workspaceId": self.workspace_id},
+            "priority": self.priority,
+            "status": self.status,
+            "assignedTo": self.assigned_to,
+            "createdAt": int(self.created_at * 1000),
+            "context": {"workspaceId": self.workspace_id},
+            "history": [dict(h) for h in self.history],
+            "response": self.response,
+        }
 
 
 class _ToolError(Exception):
@@ -147,9 +211,17 @@ def _wait_seconds(raw: Any) -> float:
 class WaaahServer:
     """The double. ``start()`` returns the base URL; ``stop()`` releases every blocked long poll."""
 
-    def __init__(self, api_key: str | None = None, *, port: int = 0, ack_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        port: int = 0,
+        ack_timeout: float = 30.0,
+        scheduler_interval: float = 10.0,
+    ) -> None:
         self.api_key = api_key
         self.ack_timeout = ack_timeout
+        self.scheduler_interval = scheduler_interval
         self._port = port
         self._cond = threading.Condition()
         self._calls: list[Call] = []
@@ -159,6 +231,7 @@ class WaaahServer:
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._scheduler: threading.Thread | None = None
         self.url = ""
 
     # ----- lifecycle -------------------------------------------------------------------------
@@ -172,6 +245,8 @@ class WaaahServer:
         self.url = f"http://{host!s}:{port}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="waaah-double", daemon=True)
         self._thread.start()
+        self._scheduler = threading.Thread(target=self._schedule, name="waaah-double-scheduler", daemon=True)
+        self._scheduler.start()
         return self.url
 
     def stop(self) -> None:
@@ -183,9 +258,10 @@ class WaaahServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        for thread in (self._thread, self._scheduler):
+            if thread is not None:
+                thread.join(timeout=5)
+        self._thread = self._scheduler = None
 
     def __enter__(self) -> WaaahServer:
         self.start()
@@ -230,16 +306,27 @@ class WaaahServer:
         *,
         workspace_id: str | None = None,
         priority: str = "normal",
+        task_id: str | None = None,
     ) -> str:
-        """Queue a task (for one agent, or any waiting one) and return its id.
+        """Create a task (for one agent, or any) and return its id (``task_id`` when given).
 
-        ``workspace_id`` None matches any agent; the HTTP endpoint always requires it.
+        An agent waiting at this moment has it reserved and pushed to its pending waits; else it
+        stays QUEUED. ``workspace_id`` None matches any agent; the HTTP endpoint always requires it.
         """
         with self._cond:
-            task_id = f"task-{int(time.time() * 1000)}-{secrets.token_hex(3)}"
-            self._tasks[task_id] = _Task(task_id, prompt, workspace_id, agent_id, priority)
+            task_id = task_id or f"task-{int(time.time() * 1000)}-{secrets.token_hex(3)}"
+            task = self._tasks[task_id] = _Task(task_id, prompt, workspace_id, agent_id, priority)
+            agent = self._reserve(task)
+            if agent is not None:
+                for wait in agent.waits:
+                    wait.task = wait.task or task.answer()
             self._cond.notify_all()
             return task_id
+
+    def run_scheduler(self) -> None:
+        """One scheduler cycle now (it also runs every ``scheduler_interval`` seconds)."""
+        with self._cond:
+            self._cycle()
 
     def evict(self, agent_id: str, action: EvictAction = "SHUTDOWN", reason: str = "evicted by test") -> None:
         """Make the agent's current or next wait_for_prompt answer the EVICT signal (once)."""
@@ -254,10 +341,21 @@ class WaaahServer:
             return None if agent is None else self._status(agent)
 
     def task(self, task_id: str) -> dict[str, Any] | None:
-        """A copy of a task's state (status, assigned agent, progress, response)."""
+        """A task as ``GET /admin/tasks/<id>`` shows it (status, assignedTo, history, ...)."""
         with self._cond:
             t = self._tasks.get(task_id)
-            return None if t is None else dict(vars(t), progress=list(t.progress))
+            return None if t is None else t.view()
+
+    def acks(self, task_id: str) -> list[Call]:
+        """The ack_task calls for a task that the double answered with success."""
+        return [
+            c
+            for c in self.tool_calls("ack_task")
+            if isinstance(c.body, dict)
+            and c.body.get("taskId") == task_id
+            and isinstance(c.answer, dict)
+            and not c.answer.get("isError")
+        ]
 
     # ----- request plumbing (called from handler threads) ------------------------------------
 
@@ -323,21 +421,51 @@ class WaaahServer:
             "workspaceContext": agent.workspace,
         }
 
-    def _requeue_expired(self) -> None:
+    def _eligible(self, task: _Task, agent: _Agent) -> bool:
+        if task.agent_id is not None and task.agent_id != agent.id:
+            return False
+        return task.workspace_id is None or task.workspace_id == (agent.workspace or {}).get("repoId")
+
+    def _reserve(self, task: _Task) -> _Agent | None:
+        """Reserve ``task`` for an agent flagged waiting (the scheduler's way): PENDING_ACK, no push."""
+        agent = next((a for a in self._agents.values() if a.flagged and self._eligible(task, a)), None)
+        if agent is not None:
+            task.status, task.pending_ack, task.sent_at = "PENDING_ACK", agent.id, time.monotonic()
+            task.note("PENDING_ACK", f"Reserved for agent {agent.id} (scored match)")
+            agent.flagged = False
+        return agent
+
+    def _cycle(self) -> None:
+        """The scheduler: requeue what was not ACKed in time, then reserve QUEUED tasks."""
         now = time.monotonic()
         for t in self._tasks.values():
-            if t.status == "PENDING_ACK" and now > t.ack_deadline:
-                t.status, t.assigned_to = "QUEUED", None
-
-    def _next_task(self, agent: _Agent) -> _Task | None:
-        self._requeue_expired()
-        repo = (agent.workspace or {}).get("repoId")
+            if t.status == "PENDING_ACK" and now - t.sent_at > self.ack_timeout:
+                t.status, t.pending_ack, t.assigned_to = "QUEUED", None, None
+                t.note("QUEUED", "Force-retried by admin")
         for t in self._tasks.values():
-            if t.status != "QUEUED" or (t.agent_id is not None and t.agent_id != agent.id):
-                continue
-            if t.workspace_id is None or t.workspace_id == repo:
-                return t
-        return None
+            if t.status == "QUEUED":
+                self._reserve(t)
+        self._cond.notify_all()
+
+    def _schedule(self) -> None:
+        with self._cond:
+            due = time.monotonic() + self.scheduler_interval
+            while not self._stopping:
+                left = due - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)  # woken by every change: only the interval counts
+                    continue
+                self._cycle()
+                due = time.monotonic() + self.scheduler_interval
+
+    def _take_queued(self, agent: _Agent) -> _Task | None:
+        """A new wait's first look: a QUEUED task for this agent goes PENDING_ACK (no history)."""
+        task = next(
+            (t for t in self._tasks.values() if t.status == "QUEUED" and self._eligible(t, agent)), None
+        )
+        if task is not None:
+            task.status, task.pending_ack, task.sent_at = "PENDING_ACK", agent.id, time.monotonic()
+        return task
 
     # ----- tools -----------------------------------------------------------------------------
 
@@ -376,45 +504,49 @@ class WaaahServer:
             if agent is None:  # the real server silently creates unknown waiters
                 now = time.time()
                 agent = self._agents[agent_id] = _Agent(agent_id, agent_id, None, [], None, now, now)
-            agent.waiting += 1
+            wait = _Wait()
+            agent.waits.append(wait)
+            agent.flagged = True
             try:
-                return self._wait_locked(agent, deadline)
+                return self._wait_locked(agent, wait, deadline)
             finally:
-                agent.waiting -= 1
+                agent.waits.remove(wait)
+                agent.flagged = False
                 agent.last_seen = time.time()
                 self._cond.notify_all()
 
-    def _wait_locked(self, agent: _Agent, deadline: float) -> dict[str, Any]:
+    def _wait_locked(self, agent: _Agent, wait: _Wait, deadline: float) -> dict[str, Any]:
+        evict = self._evictions.pop(agent.id, None)
+        if evict is not None:
+            return {"controlSignal": "EVICT", **evict}
+        task = self._take_queued(agent)
+        if task is not None:
+            return task.answer()
+        self._cycle()
         while not self._stopping:
+            if wait.task is not None:
+                return wait.task
             evict = self._evictions.pop(agent.id, None)
             if evict is not None:
                 return {"controlSignal": "EVICT", **evict}
-            task = self._next_task(agent)
-            if task is not None:
-                task.status, task.assigned_to = "PENDING_ACK", agent.id
-                task.ack_deadline = time.monotonic() + self.ack_timeout
-                return {
-                    "taskId": task.id,
-                    "prompt": task.prompt,
-                    "from": {"type": "user", "id": "admin", "name": "Admin"},
-                    "priority": task.priority,
-                    "context": {"workspaceId": task.workspace_id},
-                }
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            # Bounded waits so an unacked task is requeued even when nothing else happens.
-            self._cond.wait(min(left, 1.0))
+            self._cond.wait(left)
         return dict(IDLE_ANSWER)
 
     def _ack_task(self, body: dict[str, Any]) -> dict[str, Any]:
         task_id, agent_id = _need_str(body, "taskId"), _need_str(body, "agentId")
         with self._cond:
-            self._requeue_expired()
             task = self._tasks.get(task_id)
-            if task is None or task.status != "PENDING_ACK" or task.assigned_to != agent_id:
+            if task is None:
                 raise _ToolError("ACK failed: Task not found")
-            task.status = "ASSIGNED"
+            if task.status != "PENDING_ACK":
+                raise _ToolError("ACK failed: Task is not in PENDING_ACK state")
+            if task.pending_ack != agent_id:
+                raise _ToolError(f"ACK failed: Expected agent {task.pending_ack} but got {agent_id}")
+            task.status, task.assigned_to, task.pending_ack = "ASSIGNED", agent_id, None
+            task.note("ASSIGNED", "Status changed to ASSIGNED", agent_id)
             self._cond.notify_all()
         return {"acknowledged": True, "taskId": task_id}
 
@@ -468,11 +600,34 @@ class WaaahServer:
 
     # ----- admin -----------------------------------------------------------------------------
 
-    def _admin(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def _task_list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """``GET /admin/tasks``: newest first; ``status`` (comma-separated), ``agentId`` (the
+        assigned agent), ``limit`` (default 50) and ``offset``, as the real server filters."""
+        statuses = {s.strip() for s in (query.get("status") or [""])[0].split(",") if s.strip()}
+        assigned = (query.get("agentId") or [""])[0]
+        try:
+            limit = int((query.get("limit") or ["50"])[0])
+            offset = int((query.get("offset") or ["0"])[0])
+        except ValueError:
+            limit, offset = 50, 0
+        with self._cond:
+            found = [
+                t.view()
+                for t in sorted(self._tasks.values(), key=lambda t: t.created_at, reverse=True)
+                if (not statuses or t.status in statuses) and (not assigned or t.assigned_to == assigned)
+            ]
+        return found[offset : offset + limit]
+
+    def _admin(self, method: str, path: str, body: Any, query: dict[str, list[str]]) -> tuple[int, Any]:
         body = body if isinstance(body, dict) else {}
         if method == "GET" and path == "/admin/agents/status":
             with self._cond:
                 return 200, [self._agent_view(a) for a in self._agents.values()]
+        if method == "GET" and path == "/admin/tasks":
+            return 200, self._task_list(query)
+        if method == "GET" and path.startswith("/admin/tasks/"):
+            found = self.task(path.removeprefix("/admin/tasks/"))
+            return (200, found) if found is not None else (404, {"error": "Task not found"})
         if method == "POST" and path == "/admin/enqueue":
             prompt, ws = body.get("prompt"), body.get("workspaceId")
             if not isinstance(prompt, str) or not prompt or not isinstance(ws, str) or not ws:
@@ -562,7 +717,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "POST":
                 return 404, {"error": f"Cannot {method} {path}"}
             return self.double._dispatch_tool(tool, body)
-        return self.double._admin(method, path, body)
+        return self.double._admin(method, path, body, query)
 
     def _send(self, call: Call, status: int, data: bytes, ctype: str, answer: Any = None) -> None:
         try:
@@ -575,6 +730,20 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client went away (e.g. it gave up on a long poll)
         finally:
             self.double._finish(call, status, answer)
+
+
+def dead_wait(url: str, agent_id: str, api_key: str | None = None, timeout: float = 60) -> None:
+    """Start a wait_for_prompt for ``agent_id`` whose client goes away at once (a killed CLI's
+    MCP process, a killed supervisor): the server keeps it until its timeout."""
+    body = json.dumps({"agentId": agent_id, "timeout": timeout}).encode()
+    parts = urlsplit(url)
+    key = f"X-API-Key: {api_key}\r\n" if api_key else ""
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80)) as sock:
+        sock.sendall(
+            f"POST /mcp/tools/wait_for_prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{key}Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,9 @@ WORKFLOW = "You are the orchestrator agent of this workspace.\nRegister, then ca
 EVENING = datetime(2026, 11, 23, 20, 0, tzinfo=timezone.utc)
 
 READY = Reading(input_ready=True, input_empty=True, title="◇  Ready", fingerprint="> Type your message")
-BUSY = Reading(busy="screen: busy marker", input_ready=True, fingerprint="⠋ Thinking (esc to cancel)")
+BUSY = Reading(
+    busy="screen: busy marker", input_ready=True, input_empty=True, fingerprint="⠋ Thinking (esc to cancel)"
+)
 
 
 @dataclass(frozen=True)

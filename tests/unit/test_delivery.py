@@ -3,11 +3,11 @@
 from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START, Delivery, Observation, Phase
 
 READY_EMPTY = Observation(ready=True, busy=False, input_empty=True)
-READY_DRAFT = Observation(ready=True, busy=False, input_empty=False)
-BUSY = Observation(ready=False, busy=True, input_empty=False)
+READY_DRAFT = Observation(ready=True, busy=False, input_empty=False, draft=True)
+BUSY = Observation(ready=False, busy=True, input_empty=True)  # working: the emptied box shows
 
 
-def test_paste_then_enter_after_the_delay_then_confirmed_by_busy():
+def test_paste_then_enter_after_the_delay_then_confirmed_by_the_emptied_box():
     d = Delivery("workflow", "line one\nline two", enter_delay=0.5)
     assert d.step(10.0, READY_EMPTY).writes == [PASTE_START + b"line one\nline two" + PASTE_END]
     assert d.step(10.2, READY_DRAFT).writes == []  # too early for Enter
@@ -33,6 +33,40 @@ def test_enter_is_resent_at_most_three_times_and_the_text_never_twice():
     assert writes.count(ENTER) == 4  # the first Enter and three re-sends
     assert sum(w.startswith(PASTE_START) for w in writes) == 1
     assert d.phase is Phase.FAILED
+
+
+def test_busy_with_the_text_still_in_the_box_is_not_taken_and_enter_is_sent_again():
+    """gemini --resume draws its input box, then loads the history under "Resuming session..."
+    (a busy marker) and drops an Enter typed meanwhile: the text stays in the box."""
+    d = Delivery("continue", "go on", enter_delay=0.2, confirm_timeout=3.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.3, READY_DRAFT).writes == [ENTER]
+    busy_with_draft = Observation(ready=False, busy=True, input_empty=False, draft=True)
+    assert d.step(1.0, busy_with_draft).writes == [] and d.phase is Phase.ENTERED
+    busy_no_box = Observation(ready=False, busy=True, input_empty=False)  # the redraw
+    assert d.step(2.0, busy_no_box).writes == [] and d.phase is Phase.ENTERED
+    assert d.step(3.4, READY_DRAFT).writes == [ENTER]  # the Enter again, never the text
+    assert d.step(3.6, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+
+
+def test_a_box_emptied_before_the_enter_gets_the_text_again_once_and_no_enter_into_nothing():
+    """gemini --resume shows its box, takes the paste, then redraws (no box for a moment) and
+    shows the box empty once its history is loaded: the text was never sent."""
+    d = Delivery("continue", "go on", enter_delay=0.5, paste_timeout=5.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.1, READY_DRAFT).writes == []  # seen in the box; too early for Enter
+    redrawing = Observation(ready=False, busy=False, input_empty=False)
+    assert d.step(0.6, redrawing).writes == []  # no box: no Enter into nothing
+    assert d.step(1.0, READY_EMPTY).writes == [d.payload()] and d.phase is Phase.PASTED
+    assert d.step(1.6, READY_DRAFT).writes == [ENTER]
+    assert d.step(1.8, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+    again = Delivery("continue", "go on", enter_delay=0.5, paste_timeout=5.0)
+    again.step(0.0, READY_EMPTY)
+    again.step(0.1, READY_DRAFT)
+    again.step(1.0, READY_EMPTY)
+    again.step(1.1, READY_DRAFT)
+    writes = [w for t in (2.0, 3.0, 7.0) for w in again.step(t, READY_EMPTY).writes]
+    assert writes == [] and again.phase is Phase.FAILED  # pasted again once only
 
 
 def test_an_empty_input_box_after_enter_confirms():

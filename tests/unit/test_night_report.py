@@ -57,6 +57,27 @@ def test_a_task_cut_off_by_a_restart_or_the_end_is_unfinished():
     ]
 
 
+def test_tasks_the_session_link_kept_or_brought_back_are_said_and_marked():
+    events = [
+        {"event": "start", "t": 0},
+        {"event": "task-kept", "task_id": "task-7", "t": 10},
+        {"event": "start", "t": 12},
+        {"event": "mcp-tool_end", "tool": "wait_for_prompt", "outcome": "task", "task_id": "task-7", "t": 20},
+        {"event": "task-recovered", "task_id": "task-8", "t": 60},
+        {"event": "evict-dropped", "action": "RESTART", "t": 70},
+    ]
+    night = read_night([("s", events, None)])
+    assert [(k.what, k.t) for k in night.kept] == [("task-7", 10), ("task-8", 60)]
+    marked = [(m.kind, m.cause) for m in night.markers]
+    assert ("task kept through a restart", "task-7") in marked and ("task brought back", "task-8") in marked
+    assert ("EVICT RESTART served by the restart", "it came while the agent was being restarted") in marked
+    text = "\n".join(summary_lines(night, lambda t: f"t{t:g}"))
+    assert "tasks the session kept or brought back: 2" in text
+    assert "t10  task-7  came while the agent was restarting: kept for it" in text
+    assert "t60  task-8  reserved for the agent on the server but never sent: brought back" in text
+    assert "tasks served: 1" in text
+
+
 def test_odd_events_are_skipped_and_an_empty_session_is_none():
     night = read_night([("s", [{"event": "state"}, {"t": "x"}], None), ("t", [], None)])
     assert night.sessions == [] and summary_lines(night, str) == ["no events in the sessions asked for"]

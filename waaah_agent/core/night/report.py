@@ -52,6 +52,14 @@ INTERVENTIONS = {
     "login-wait": "waits for a login",
     "limit": "usage-limit wait",
     "limit-resume": "back from the limit",
+    "task-kept": "task kept through a restart",
+    "task-recovered": "task brought back",
+    "evict-dropped": "EVICT RESTART served by the restart",
+}
+#: What the session link did with a task (core/mcp/link.py), as the summary says it.
+LINK_EVENTS = {
+    "task-kept": "came while the agent was restarting: kept for it",
+    "task-recovered": "reserved for the agent on the server but never sent: brought back",
 }
 #: Tools by which an agent answers a task.
 ANSWERS = ("send_response", "answer_task")
@@ -138,6 +146,14 @@ class Restart:
     reason: str
 
 
+@dataclass(frozen=True)
+class Kept:
+    session: str
+    t: float
+    what: str  # the task id, or the EVICT's action
+    how: str
+
+
 @dataclass
 class Night:
     sessions: list[str] = field(default_factory=list)
@@ -148,6 +164,7 @@ class Night:
     tasks: list[Task] = field(default_factory=list)  # a sample: the numbers are below
     nudges: list[Nudge] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)  # tasks the session link kept or brought back
     tokens: list[tuple[float, int, int]] = field(default_factory=list)  # (t, input, output), running totals
     # (t, US dollars), the running cost at the user's prices (empty without a price table)
     costs: list[tuple[float, float]] = field(default_factory=list)
@@ -169,7 +186,7 @@ class Night:
         return {k: self.spent[k] for k in KINDS if k in self.spent}
 
     def count(self, what: str) -> int:
-        """``tasks``, ``nudges``, ``answered`` or ``restarts``: all of them, not only those listed."""
+        """``tasks``, ``nudges``, ``answered``, ``restarts`` or ``kept``: all of them, not only those listed."""
         return self.counts.get(what, 0)
 
 
@@ -182,7 +199,7 @@ def read_night(
     chosen = list(sessions)
     per_session = max(MIN_PER_SESSION, TIMELINE_CAP // max(1, len(chosen)))
     markers: Sample[Marker] = Sample(MARKER_CAP)
-    rows: dict[str, Sample[Any]] = {k: Sample(ROW_CAP) for k in ("tasks", "nudges", "restarts")}
+    rows: dict[str, Sample[Any]] = {k: Sample(ROW_CAP) for k in ("tasks", "nudges", "restarts", "kept")}
     firsts, lasts = [], []
     for name, events, ended in chosen:
         one = _Session(name, night, per_session, markers, rows)
@@ -197,8 +214,10 @@ def read_night(
         firsts.append(one.first)
         lasts.append(one.last)
     night.markers = markers.items
-    night.tasks, night.nudges, night.restarts = (rows[k].items for k in ("tasks", "nudges", "restarts"))
-    for k in ("tasks", "nudges", "restarts"):
+    night.tasks, night.nudges, night.restarts, night.kept = (
+        rows[k].items for k in ("tasks", "nudges", "restarts", "kept")
+    )
+    for k in ("tasks", "nudges", "restarts", "kept"):
         night.counts[k] = rows[k].seen
     if firsts:
         night.start, night.end = min(firsts), max(lasts)
@@ -310,6 +329,8 @@ class _Session:
             self.task["outcome"] = "answered"
         elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") == "block_task":
             self.task["outcome"] = "blocked"
+        elif name_ in LINK_EVENTS:
+            self.rows["kept"].add(Kept(name, t, _text(_kept(e)), LINK_EVENTS[name_]))
         elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
             self.took_tokens(t, e)
         if name_ in INTERVENTIONS:
@@ -371,7 +392,15 @@ def _cause(name: str, e: Mapping[str, Any]) -> str:
         return f"until {e.get('until', '?')} ({e.get('how', '')})"
     if name == "login-wait":
         return "the CLI asks for a login"
+    if name in LINK_EVENTS:
+        return _kept(e)
+    if name == "evict-dropped":
+        return "it came while the agent was being restarted"
     return name
+
+
+def _kept(e: Mapping[str, Any]) -> str:
+    return str(e.get("task_id") or f"EVICT {e.get('evict', '')}".strip())
 
 
 def _int(value: Any) -> int:
@@ -411,10 +440,19 @@ def summary_lines(night: Night, clock: Any) -> list[str]:
         lines.append(f"  {kind:<14} {share * 100:5.1f} %  {duration(seconds[kind])}")
     tasks = [f"  {clock(t.start)}  {one_line(t.task_id)}  {t.outcome}" for t in night.tasks]
     restarts = [f"  {clock(r.t)}  after {one_line(r.after)}: {one_line(r.reason)}" for r in night.restarts]
+    kept = [f"  {clock(k.t)}  {one_line(k.what)}  {k.how}" for k in night.kept]
     lines += [
         "",
         f"tasks served: {night.count('tasks')}",
         *_listed(tasks, night.count("tasks")),
+        *(
+            [
+                f"tasks the session kept or brought back: {night.count('kept')}",
+                *_listed(kept, night.count("kept")),
+            ]
+            if night.count("kept")
+            else []
+        ),
         f"nudges: {night.count('nudges')} ({night.count('answered')} answered: the agent was back in its "
         "loop before the next)",
         f"restarts: {night.count('restarts')}",

@@ -31,6 +31,7 @@ class Observation:
     ready: bool  # at the input prompt, not busy
     busy: bool
     input_empty: bool
+    draft: bool = False  # the input box is drawn and holds text (busy or not)
 
 
 class Step(NamedTuple):
@@ -51,6 +52,8 @@ class Delivery:
     phase: Phase = Phase.WAITING
     since: float = 0.0
     enters: int = 0
+    shown: bool = False  # the pasted text was seen in the box
+    repasted: bool = False
 
     @property
     def done(self) -> bool:
@@ -68,18 +71,28 @@ class Delivery:
                 return self._go(Phase.PASTED, now, "pasted", [self.payload()])
             return Step([])
         if self.phase is Phase.PASTED:
+            self.shown = self.shown or seen.draft
             if now < self.since + self.enter_delay:
                 return Step([])
-            if seen.input_empty:
-                # The paste has not shown up in the input box (yet): an Enter now would
-                # submit nothing and look like success.
-                if now < self.since + self.paste_timeout:
-                    return Step([])
-                return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
-            self.enters = 1
-            return self._go(Phase.ENTERED, now, "enter", [ENTER])
+            if seen.draft:
+                self.enters = 1
+                return self._go(Phase.ENTERED, now, "enter", [ENTER])
+            if seen.ready and seen.input_empty and self.shown and not self.repasted:
+                # The CLI emptied the box before any Enter (gemini --resume redraws once its
+                # history is loaded): nothing was sent, so the text goes in again, once.
+                self.repasted, self.shown = True, False
+                note = "pasted again: the input box was emptied before the Enter"
+                return self._go(Phase.PASTED, now, note, [self.payload()])
+            # Not in the box (yet), or no box drawn (a redraw): an Enter now would submit
+            # nothing and look like success.
+            if now < self.since + self.paste_timeout:
+                return Step([])
+            return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
         if self.phase is Phase.ENTERED:
-            if confirmed_by_hook or seen.busy or seen.input_empty:
+            # The text gone from the box is the prompt taken (every CLI shows its emptied box
+            # while it works); busy alone is not: gemini --resume shows its box, then loads the
+            # history under a busy marker, its box hidden, and drops the Enter.
+            if confirmed_by_hook or seen.input_empty:
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
             if now < self.since + self.confirm_timeout:
                 return Step([])

@@ -322,6 +322,7 @@ class Machine(MachineParts):
             ready=state is AgentState.READY,
             busy=state in (AgentState.BUSY, AgentState.TOOL),
             input_empty=reading.input_empty,
+            draft=reading.input_ready and not reading.input_empty,
         )
         hook, self.hook_confirmed = self.hook_confirmed, False
         step = delivery.step(now, seen, confirmed_by_hook=hook)

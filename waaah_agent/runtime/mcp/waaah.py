@@ -1,8 +1,9 @@
-"""A small HTTP client of the WAAAH server: health and the agents' status."""
+"""A small HTTP client of the WAAAH server: health, the agents' status, the task list."""
 
 from __future__ import annotations
 
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
@@ -61,3 +62,10 @@ def agent_status(url: str, api_key: str | None, agent_id: str, timeout: float = 
         if isinstance(agent, dict) and agent.get("id") == agent_id:
             return str(agent.get("status")) if agent.get("status") else None
     return None
+
+
+def tasks(url: str, api_key: str | None, status: str, timeout: float = 10.0) -> tuple[int, Any]:
+    """``GET /admin/tasks?status=<status>``: (HTTP status, the decoded answer or None); a server
+    that cannot be reached raises OSError (urllib's URLError is one)."""
+    query = urllib.parse.urlencode({"status": status})
+    return _get(f"{url.rstrip('/')}/admin/tasks?{query}", api_key, timeout)

@@ -26,6 +26,7 @@ from waaah_agent.core.supervise import events as ev
 from waaah_agent.core.supervise.detect import ScreenRules, read
 from waaah_agent.core.supervise.machine import Machine
 from waaah_agent.core.supervise.termanswers import TerminalAnswers
+from waaah_agent.runtime.mcp.link import LINK, record_link
 from waaah_agent.runtime.store import SessionDir, SessionState
 from waaah_agent.runtime.supervise.background import OWN, PING, Mailbox, record_own
 from waaah_agent.runtime.supervise.child import AgentProcess
@@ -337,6 +338,8 @@ class Supervisor:
                 self.tell(ev.AgentStatusChanged(data.get("status")))
             elif message.kind == OWN:
                 record_own(message, self.logs, self.session)
+            elif message.kind == LINK:
+                record_link(message, self.logs, self.session)
             elif message.kind == PING:  # /healthz: the loop is alive (runtime/metrics.py)
                 data["answer"]()
         if inbox:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.mcp.link import POLL_EVERY
 from waaah_agent.core.night.alerts import Where
 from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor, known_secrets
@@ -42,8 +43,10 @@ from waaah_agent.errors import (
     UsageError,
 )
 from waaah_agent.runtime import clis, key_file, price_file, reaper, releases
+from waaah_agent.runtime.mcp import link
 from waaah_agent.runtime.mcp import setup as mcp_setup
 from waaah_agent.runtime.mcp.setup import McpPlan
+from waaah_agent.runtime.mcp.tool_http import ToolServer
 from waaah_agent.runtime.mcp.waaah import check_server
 from waaah_agent.runtime.night import report
 from waaah_agent.runtime.night.alerts import Notifier, check_urls
@@ -207,7 +210,11 @@ def setup_mcp(
     session.redact.add(server.api_key)  # typed at the prompt, or from the CLI's own entry
     if server.source == "asked":
         keep_typed(env, server, console)
-    per_run = {settings.AGENT_ID: state.agent_id, settings.INBOX: str(session.inbox)}
+    per_run = {
+        settings.AGENT_ID: state.agent_id,
+        settings.INBOX: str(session.inbox),
+        settings.LINK: str(link.socket_path()),  # the session keeps the waits (runtime/mcp/link.py)
+    }
     env.update(per_run)
     given = adapter.mcp.give(env, server, session.path, per_run)
     notes, args = given.notes, given.args
@@ -253,6 +260,7 @@ def supervise(
     vitals = serve_vitals(opts, adapter, workflow, state, plan, mailbox, session, logs)
     inbox = Inbox(session.inbox, mailbox)
     inbox.start()
+    session_link = start_link(plan, env, session, state, mailbox)
     watch = None
     if plan.server is not None:
         watch = ServerWatch(
@@ -306,10 +314,14 @@ def supervise(
             vitals.close()
         if watch is not None:
             watch.stop()
+        if session_link is not None:
+            session_link.stop()
         inbox.stop()
         for message in mailbox.drain():
             if message.kind == OWN:
                 record_own(message, logs, session)
+            elif message.kind == link.LINK:
+                link.record_link(message, logs, session)
         mailbox.close()
         state.output_tail = list(logs.recent)
         logs.close()
@@ -320,6 +332,26 @@ def supervise(
     finally:
         if notifier is not None:
             notifier.close()
+
+
+def start_link(
+    plan: McpPlan, env: Mapping[str, str], session: SessionDir, state: SessionState, mailbox: Mailbox
+) -> link.SessionLink | None:
+    """The session's own WAAAH connection, on the socket the CLI's proxy was given."""
+    path = env.get(settings.LINK)
+    if plan.server is None or not path:
+        return None
+    every = max(1.0, settings.seconds(env, settings.LINK_POLL_SECONDS, POLL_EVERY))
+    server = ToolServer(plan.server.url, plan.server.api_key)
+    found = link.SessionLink(
+        Path(path), session.path, server, state.agent_id, session.inbox, mailbox.post, every
+    )
+    try:
+        found.start()
+    except OSError as err:  # the proxy then calls the server itself, as without a supervisor
+        session.event("link", error=f"could not serve {path}: {err.strerror or err}")
+        return None
+    return found
 
 
 def serve_vitals(
