@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 mcp_app = typer.Typer(
     name="mcp",
-    help="Keep a waaah MCP entry in a CLI's own settings for plain runs (waaah agent needs none).",
+    help="Keep a waaah MCP entry in a CLI's own settings.\n\n"
+    "For plain runs of the CLI (waaah agent needs none).",
     no_args_is_help=True,
 )
 
@@ -56,7 +57,9 @@ def install(
         typer.Option("--api-key", help="Written into the entry (the file becomes 0600).", show_default=False),
     ] = None,
 ) -> None:
-    """Add (or update) the waaah entry in the CLI's own settings file, with a backup."""
+    """Add (or update) the waaah entry in a CLI's settings.
+
+    In the CLI's own settings file, with a backup."""
     from waaah_agent.runtime.mcp import setup as mcp_setup
 
     def go() -> int:
@@ -76,7 +79,9 @@ def install(
 
 @mcp_app.command()
 def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
-    """Remove the waaah entry from the CLI's own settings file, with a backup."""
+    """Remove the waaah entry from a CLI's settings.
+
+    From the CLI's own settings file, with a backup."""
     from waaah_agent.runtime.mcp import setup as mcp_setup
 
     def go() -> int:
@@ -92,7 +97,9 @@ def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
 
 @mcp_app.command()
 def settle() -> None:
-    """Carry back what gemini wrote in the per-run homes no running session holds (left by a
+    """Carry back what gemini wrote in per-run homes.
+
+    Carry back what gemini wrote in the per-run homes no running session holds (left by a
     killed supervisor, or kept because something could not be carried), then remove them. A file
     that differs from yours is put beside it (NAME.waaah-<home>). Exit 1 when one is still kept."""
     from waaah_agent import adapters
@@ -140,7 +147,9 @@ def mcp_proxy(
         ),
     ] = None,
 ) -> None:
-    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
+    """Serve the WAAAH agent tools over stdio MCP.
+
+    Each call is forwarded to the WAAAH server."""
     from waaah_agent.runtime.mcp import proxy
 
     given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)
