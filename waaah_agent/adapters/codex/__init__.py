@@ -23,12 +23,13 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.adapters.codex.stream import apply_codex
 from waaah_agent.core.kept_sessions import codex_holds
 from waaah_agent.core.limits import codex_resets_at
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_codex
+from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.supervise.compaction import codex_compactions
 from waaah_agent.core.tokens import Usage, UsageCounter
 from waaah_agent.runtime.clis import install_command

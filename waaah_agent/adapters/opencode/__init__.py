@@ -29,10 +29,11 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.adapters.opencode.stream import apply_opencode
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_opencode
+from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,

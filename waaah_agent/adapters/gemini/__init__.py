@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.adapters.gemini.stream import apply_gemini
 from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_gemini
+from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.supervise.compaction import gemini_compactions
 from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
