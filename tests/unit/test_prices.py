@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_control import started
+from waaah_agent.adapters.claude.transcript import claude_counter
 from waaah_agent.adapters.codex import codex_counter
+from waaah_agent.adapters.gemini.transcript import gemini_counter
 from waaah_agent.core.oneshot.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Price, PriceProblem, cost_of, parse
 from waaah_agent.core.supervise import events as ev
-from waaah_agent.core.tokens import claude_counter, gemini_counter, model_totals, record_models
+from waaah_agent.core.tokens import model_totals, record_models
 
 TRANSCRIPTS = Path(__file__).parent.parent / "fixtures" / "transcripts"
 TABLE = """

@@ -1,27 +1,9 @@
 """Token usage read from the CLIs' own session records (not from what they draw on screen).
 
-Pure: the caller reads the files and passes their lines.
-
-Where the records are and what :class:`Usage` takes from them:
-
-* claude (``~/.claude/projects/<cwd, non-alphanumerics as ->/<session uuid>.jsonl``): each
-  ``"type": "assistant"`` record has the API's ``message.usage``. One API message can be split
-  over several records (one per content block, all with the same ``message.id``), so each message
-  counts once, from its latest record. ``input = input_tokens + cache_read_input_tokens +
-  cache_creation_input_tokens`` (the API's ``input_tokens`` leaves out the cached parts),
-  ``cached = cache_read_input_tokens``, ``output = output_tokens``.
-* gemini (``~/.gemini/tmp/<project>/chats/session-<date>-<id8>.jsonl``): the file is a log of
-  records; a message record (``"type": "gemini"`` for the model) is written again, with the same
-  ``id``, when it changes (e.g. once its tool calls are attached), and ``{"$set": {"messages":
-  [...]}}`` records carry whole lists. Each message counts once, from its latest record. Its
-  ``tokens`` are the API's usage metadata: ``input`` = promptTokenCount (cached tokens included),
-  ``cached`` = cachedContentTokenCount, ``thoughts``, ``tool`` = toolUsePromptTokenCount, ``output``
-  = candidatesTokenCount. So ``input = input + tool``, ``cached = cached``, ``output = output +
-  thoughts``. ``$rewindTo`` records drop messages from the conversation, but their tokens were
-  spent, so they stay counted. gemini 0.34.0 keeps the session as one JSON document
-  (``session-<date>-<id8>.json``: ``{"sessionId", ..., "messages": [...]}``), rewritten whole.
-
-Either way ``input`` is every prompt token the model read (``cached`` of them from a cache) and
+Pure: the caller reads the files and passes their lines. Each adapter says how one record of its
+CLI's transcript gives (message id, :class:`Usage`, model) (``adapters/<cli>/transcript.py``);
+:class:`UsageCounter` keeps the running totals, each message counted once, from its latest
+record. ``input`` is every prompt token the model read (``cached`` of them from a cache) and
 ``output`` every token it produced.
 """
 
@@ -50,7 +32,7 @@ class Usage:
         return Usage(self.input - other.input, self.output - other.output, self.cached - other.cached)
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
     """A non-negative integer from a JSON value; anything else counts as 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
@@ -97,67 +79,8 @@ def _lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 Entries = Callable[[dict[str, Any]], Iterator[tuple[str, "Usage", str]]]
 
 
-def _name(value: Any) -> str:
+def model_name(value: Any) -> str:
     return value[:200] if isinstance(value, str) else ""
-
-
-def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    if record.get("type") != "assistant":
-        return
-    message = record.get("message")
-    if not isinstance(message, dict):
-        return
-    usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return
-    key = message.get("id") or record.get("requestId") or record.get("uuid")
-    if not isinstance(key, str) or not key:
-        return
-    read = _count(usage.get("cache_read_input_tokens"))
-    created = _count(usage.get("cache_creation_input_tokens"))
-    yield (
-        key,
-        Usage(
-            input=_count(usage.get("input_tokens")) + read + created,
-            output=_count(usage.get("output_tokens")),
-            cached=read,
-        ),
-        _name(message.get("model")),
-    )
-
-
-def _gemini_message(message: Any) -> tuple[str, Usage, str] | None:
-    if not isinstance(message, dict) or message.get("type") != "gemini":
-        return None
-    tokens = message.get("tokens")
-    key = message.get("id")
-    if not isinstance(tokens, dict) or not isinstance(key, str) or not key:
-        return None
-    return (
-        key,
-        Usage(
-            input=_count(tokens.get("input")) + _count(tokens.get("tool")),
-            output=_count(tokens.get("output")) + _count(tokens.get("thoughts")),
-            cached=_count(tokens.get("cached")),
-        ),
-        _name(message.get("model")),
-    )
-
-
-def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    changes = record.get("$set")
-    if isinstance(changes, dict):
-        messages = changes.get("messages")
-    elif "type" not in record and isinstance(record.get("messages"), list):
-        messages = record["messages"]  # the whole session as one document (gemini 0.34.0)
-    else:
-        messages = [record]
-    if not isinstance(messages, list):
-        return
-    for message in messages:
-        entry = _gemini_message(message)
-        if entry is not None:
-            yield entry
 
 
 @dataclass
@@ -201,26 +124,6 @@ class UsageCounter:
     def messages(self) -> int:
         """How many distinct model messages were counted."""
         return len(self._seen)
-
-
-def claude_counter() -> UsageCounter:
-    """A counter for a claude transcript."""
-    return UsageCounter(claude_entries)
-
-
-def gemini_counter() -> UsageCounter:
-    """A counter for a gemini session file."""
-    return UsageCounter(gemini_entries)
-
-
-def claude_usage(lines: Iterable[str]) -> Usage:
-    """Total token usage of a claude transcript (JSONL lines)."""
-    return claude_counter().feed(lines)
-
-
-def gemini_usage(lines: Iterable[str]) -> Usage:
-    """Total token usage of a gemini session file (JSONL lines)."""
-    return gemini_counter().feed(lines)
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:

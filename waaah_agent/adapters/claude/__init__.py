@@ -8,13 +8,11 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.adapters.claude.stream import apply_claude
-from waaah_agent.core.kept_sessions import claude_holds
+from waaah_agent.adapters.claude.transcript import claude_compactions, claude_counter, claude_holds
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
-from waaah_agent.core.supervise.compaction import claude_compactions
-from waaah_agent.core.tokens import claude_counter
 from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import PerRunConfig, PerRunHooks, Persistent

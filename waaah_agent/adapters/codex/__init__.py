@@ -24,14 +24,16 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
 from waaah_agent.adapters.codex.stream import apply_codex
-from waaah_agent.core.kept_sessions import codex_holds
-from waaah_agent.core.limits import codex_resets_at
+from waaah_agent.adapters.codex.transcript import (
+    codex_compactions,
+    codex_counter,
+    codex_holds,
+    codex_resets_at,
+)
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
-from waaah_agent.core.supervise.compaction import codex_compactions
-from waaah_agent.core.tokens import Usage, UsageCounter
 from waaah_agent.runtime.clis import install_command
 from waaah_agent.runtime.mcp.setup import (
     PROXY_COMMAND,
@@ -195,48 +197,6 @@ def own_session(env: Mapping[str, str], workspace: Path, since: float) -> str | 
         if started >= since - 1:  # the id is chosen before the record's time is taken
             found.append((started, meta["id"]))
     return min(found)[1] if found else None
-
-
-def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    """The usage of each model response: ``token_usage_record`` records, by ``response_id``.
-    codex's ``input_tokens`` include the cached ones (OpenAI's usage), as ours do."""
-    payload = record.get("payload")
-    if record.get("type") != "token_usage_record" or not isinstance(payload, dict):
-        return
-    usage, key = payload.get("usage"), payload.get("response_id")
-    if not isinstance(usage, dict) or not isinstance(key, str) or not key:
-        return
-    details = usage.get("input_tokens_details")
-    cached = usage.get(
-        "cached_input_tokens", details.get("cached_tokens") if isinstance(details, dict) else 0
-    )
-    yield (
-        key,
-        Usage(
-            input=_count(usage.get("input_tokens")),
-            output=_count(usage.get("output_tokens")),
-            cached=_count(cached),
-        ),
-        "",  # the model is named once per turn: codex_turn_model
-    )
-
-
-def codex_turn_model(record: dict[str, Any]) -> str:
-    """The model a ``turn_context`` record names for the responses after it."""
-    payload = record.get("payload")
-    if record.get("type") != "turn_context" or not isinstance(payload, dict):
-        return ""
-    model = payload.get("model")
-    return model[:200] if isinstance(model, str) else ""
-
-
-def _count(value: Any) -> int:
-    return max(0, int(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def codex_counter() -> UsageCounter:
-    """A counter for a codex session file."""
-    return UsageCounter(codex_entries, codex_turn_model)
 
 
 def _toml(value: Any) -> str:

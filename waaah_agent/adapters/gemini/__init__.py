@@ -9,14 +9,12 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
 from waaah_agent.adapters.gemini.stream import apply_gemini
+from waaah_agent.adapters.gemini.transcript import gemini_compactions, gemini_counter, gemini_holds
 from waaah_agent.core.failures import ANTIGRAVITY_HINT
-from waaah_agent.core.kept_sessions import gemini_holds
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
-from waaah_agent.core.supervise.compaction import gemini_compactions
-from waaah_agent.core.tokens import gemini_counter
 from waaah_agent.core.versions import ReleaseSupport
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.clis import install_command
