@@ -13,20 +13,19 @@ joins by adding one module to this package that defines ``ADAPTER`` (docs/archit
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from waaah_agent import settings
+from waaah_agent.core.mcp.givers import HooksPerRun, McpShape
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.supervise.detect import ScreenRules
 from waaah_agent.core.tokens import UsageCounter
 from waaah_agent.core.versions import ReleaseSupport
-
-if TYPE_CHECKING:
-    from waaah_agent.runtime.mcp.setup import McpGiver, PerRunHooks
 
 __all__ = ["HEADLESS_ONLY_RULES", "Adapter", "Headless", "ScreenRules"]
 
@@ -50,6 +49,24 @@ class Headless:
     inputs: CliInputs | None = None
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout, for an editable install
+
+
+def install_command(name: str, package: str, version: str) -> str:
+    """How to install the release of a CLI that waaah is tested with, the project's own way:
+    the checkout's script, into ``.cache/clis`` (never globally); without the checkout (an
+    installed package), npm into a folder of the user's that ``WAAAH_CLI_DIR`` then names."""
+    script = CHECKOUT / "scripts" / "install_clis.sh"
+    if script.is_file():
+        where = CHECKOUT / ".cache" / "clis"
+        return f"{shlex.quote(str(script))} {name} (the pinned {version}, into {where}; make run AGENT={name} does it too)"
+    folder = "~/.local/share/waaah-agent/clis"
+    return (
+        f"npm install --prefix {folder} {package}@{version}, then set "
+        f"{settings.CLI_DIR}={folder}/node_modules/.bin"
+    )
+
+
 #: Screen rules that never match, for CLIs that only run headless (``interactive=False``).
 _NEVER = re.compile(r"(?!)")
 HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_NEVER)
@@ -57,7 +74,7 @@ HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_
 
 def env_names_in(paths: Sequence[Path], pattern: re.Pattern[str]) -> tuple[str, ...]:
     """The variable names ``pattern`` (one group) finds in these config files; unreadable ones are skipped."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     names: list[str] = []
     for path in paths:
@@ -120,12 +137,13 @@ class Adapter:
     config_env: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(default=lambda env, ws: ())
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
-    # How this CLI is given the waaah MCP server (runtime/cli_home.py: PerRunHome, a home of its
-    # own per run; runtime/mcp_setup.py: PerRunConfig, a file per run named by a flag); None: it
-    # gets no MCP server from us. The user's own files are written only by `waaah mcp install`.
-    mcp: McpGiver | None = None
+    # How this CLI is given the waaah MCP server, as data (core/mcp/givers.py: a home of its own
+    # per run, a file per run named by a flag, or arguments and variables only) that
+    # runtime/mcp/givers.py carries out; None: it gets no MCP server from us. The user's own
+    # files are written only by `waaah mcp install`.
+    mcp: McpShape | None = None
     # Per-run hooks that report the CLI's events to the session inbox; None: it has none.
-    hooks: PerRunHooks | None = None
+    hooks: HooksPerRun | None = None
     # A new token counter for the CLI's transcript (core/tokens.py); None: no known format.
     tokens: Callable[[], UsageCounter] | None = None
     simulated: bool = False

@@ -21,8 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from waaah_agent import settings
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in, install_command
 from waaah_agent.adapters.codex.stream import apply_codex
 from waaah_agent.adapters.codex.transcript import (
     codex_compactions,
@@ -31,18 +30,11 @@ from waaah_agent.adapters.codex.transcript import (
     codex_resets_at,
 )
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import GivenInline
 from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.setup import (
-    PROXY_COMMAND,
-    ConfigRefused,
-    Finding,
-    Given,
-    Persistent,
-    ServerChoice,
-)
+from waaah_agent.errors import ConfigRefused
 
 #: Given on every start: without it codex launches a detached daemon that outlives it.
 NO_DAEMON = ["-c", "features.daemon_auto_start=false"]
@@ -107,7 +99,7 @@ def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
 
 def _config(env: Mapping[str, str]) -> dict[str, Any] | None:
     """codex's config.toml as read (``{}`` when there is none; None: unreadable)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     path = codex_home(env) / "config.toml"
     if not path.exists():
@@ -150,7 +142,7 @@ def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> da
     """When the usage window codex used up resets, from the end of its session file."""
     from datetime import timezone
 
-    from waaah_agent.runtime.safe_read import read_tail  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_tail  # I/O, only when a run asks
 
     path = _transcript(env, workspace, session_id)
     if path is None:
@@ -164,7 +156,7 @@ def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> da
 
 def session_meta(path: Path) -> dict[str, Any] | None:
     """The ``session_meta`` payload that opens a codex session file (None: none readable)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     try:
         head = read_capped(path, META_CAP, head=True)
@@ -204,56 +196,30 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-class ConfigOverrides:
+def _give(
+    env: Mapping[str, str], command: list[str], proxy_env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
     """The waaah MCP entry given per run as ``-c mcp_servers.waaah.*`` overrides: codex's own
     config.toml is never touched. The proxy's variables (server, key, agent id, inbox) reach it
     by name (``env_vars``): their values go into the CLI's environment, never onto its command
     line, where any user of the machine could read a key. Tool calls are approved without a
     prompt, and a call may block for the whole long poll."""
-
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        """A waaah entry in codex's config.toml (only its URL is used)."""
-        data = _config(env)  # None: codex's own file, unreadable; not ours to judge
-        return mcpconf.find_entry({"mcpServers": data.get("mcp_servers")}) if data else None
-
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        refuse_remote_entry(env)
-        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
-        entry = {
-            "command": PROXY_COMMAND[0],
-            "args": [*PROXY_COMMAND[1:], "mcp-proxy"],
-            "env_vars": sorted(proxy_env),
-            "default_tools_approval_mode": "approve",
-            "tool_timeout_sec": mcpconf.TOOL_TIMEOUT_SECONDS,
-        }
-        args = [
-            a
-            for key, value in entry.items()
-            for a in ("-c", f"mcp_servers.{mcpconf.NAME}.{key}={_toml(value)}")
-        ]
-        return Given([], args, env=proxy_env)
-
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        return Finding("ok", "given per run with -c mcp_servers.waaah.* (your config.toml is not touched)")
-
-    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # nothing was written: the overrides live on the command line only
-
-    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []
-
-    @property
-    def persistent(self) -> Persistent | None:
-        """None: `waaah mcp install` keeps no entry in codex's TOML config (add one by hand)."""
-        return None
+    entry = {
+        "command": command[0],
+        "args": [*command[1:], "mcp-proxy"],
+        "env_vars": sorted(proxy_env),
+        "default_tools_approval_mode": "approve",
+        "tool_timeout_sec": mcpconf.TOOL_TIMEOUT_SECONDS,
+    }
+    args = [
+        a for key, value in entry.items() for a in ("-c", f"mcp_servers.{mcpconf.NAME}.{key}={_toml(value)}")
+    ]
+    return args, proxy_env
 
 
-def refuse_remote_entry(env: Mapping[str, str]) -> None:
+def refuse_remote_entry(env: Mapping[str, str], data: dict[str, Any]) -> None:
     """codex refuses to start ("url is not supported for stdio") when the user's config.toml has a
     waaah entry with a ``url`` (an HTTP server) and our per-run one names a command: say so first."""
-    data = _config(env) or {}
     servers = data.get("mcp_servers")
     entry = servers.get(mcpconf.NAME) if isinstance(servers, dict) else None
     if isinstance(entry, dict) and "url" in entry:
@@ -262,6 +228,18 @@ def refuse_remote_entry(env: Mapping[str, str]) -> None:
             f"{str(entry['url'])!r}), which codex cannot combine with the waaah mcp-proxy given per run",
             "remove or rename that entry, then start again (or start with --no-mcp)",
         )
+
+
+#: Given per run on the command line (`waaah mcp install` keeps no entry in codex's TOML config:
+#: add one by hand); a waaah entry in its config.toml is read for its URL only.
+MCP = GivenInline(
+    give_inline=_give,
+    says="given per run with -c mcp_servers.waaah.* (your config.toml is not touched)",
+    user_file=lambda env: codex_home(env) / "config.toml",
+    parse=loads_toml,
+    servers=lambda doc: {"mcpServers": doc.get("mcp_servers")},
+    check=refuse_remote_entry,
+)
 
 
 RULES = ScreenRules(
@@ -313,7 +291,7 @@ ADAPTER = Adapter(
     holds_conversation=codex_holds,
     own_session=own_session,
     needs_login=_needs_login,
-    mcp=ConfigOverrides(),
+    mcp=MCP,
     tokens=codex_counter,
     provider_env=("OPENAI_", "CODEX_"),
     config_env=_config_env,

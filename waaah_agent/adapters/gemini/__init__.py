@@ -6,20 +6,19 @@ import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
 from waaah_agent.adapters.gemini.stream import apply_gemini
 from waaah_agent.adapters.gemini.transcript import gemini_compactions, gemini_counter, gemini_holds
 from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import HomePerRun, Persistent
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.versions import ReleaseSupport
-from waaah_agent.errors import UsageError
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.cli_home import PerRunHome
-from waaah_agent.runtime.mcp.setup import Persistent, read_json
 
 _SESSION_FILE = re.compile(r"session-(\d{4}-\d\d-\d\dT\d\d-\d\d)-([0-9a-f]{8})\.(jsonl?)")
 
@@ -65,7 +64,7 @@ def _learn_session_id(env: Mapping[str, str], workspace: Path, since: float) -> 
     of this workspace written since ``since``. Its head names the id and the project's hash (the
     SHA-256 of the workspace path): ``{"sessionId": "...", "projectHash": "...", ...`` (a JSON
     file in 0.34.0, the first line of a JSONL file later)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
     project = hashlib.sha256(str(workspace).encode()).hexdigest()
@@ -88,6 +87,30 @@ def _settings_path(env: Mapping[str, str]) -> Path:
     return home / ".gemini" / "settings.json"
 
 
+def _settings(path: Path) -> dict[str, Any] | None:
+    """The user's settings as read (``{}``: there is none; None: unreadable or damaged)."""
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
+
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        data = loads_json(read_capped(path, 4 * 1024 * 1024).decode("utf-8").strip() or "{}")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("mcpServers", {}), dict) else None
+
+
+def gemini_entry(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The waaah entry: `trust` skips the per-call confirmation; `timeout` (ms) lets the long poll block."""
+    return {
+        "command": command[0],
+        "args": [*command[1:], "mcp-proxy"],
+        "env": env,
+        "trust": True,
+        "timeout": mcpconf.TOOL_TIMEOUT_MS,
+    }
+
+
 def _needs_login(env: Mapping[str, str]) -> bool:
     """No API key, no Vertex set-up, no OAuth credentials file: gemini would ask for a login."""
     if env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI"):
@@ -95,9 +118,8 @@ def _needs_login(env: Mapping[str, str]) -> bool:
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser() / ".gemini"
     if (home / "oauth_creds.json").exists() or env.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return False
-    try:
-        settings = read_json(home / "settings.json")
-    except UsageError:
+    settings = _settings(home / "settings.json")
+    if settings is None:
         # What is wrong with the file is said once, naming it, by the MCP set-up (and by
         # `waaah doctor`'s MCP entry check); a login message would send the user the wrong way.
         return False
@@ -202,12 +224,12 @@ ADAPTER = Adapter(
     needs_login=_needs_login,
     # A home of its own per run: the user's ~/.gemini linked, its settings.json the user's with
     # the waaah entry and loop detection off (an agent waiting in its loop repeats one call).
-    mcp=PerRunHome(
+    mcp=HomePerRun(
         home_var="GEMINI_CLI_HOME",
         folder=".gemini",
-        entry=mcpconf.gemini_entry,
+        entry=gemini_entry,
         run_settings={("model", "disableLoopDetection"): True},
-        persistent=Persistent(_settings_path, mcpconf.gemini_entry),
+        persistent=Persistent(_settings_path, gemini_entry),
     ),
     tokens=gemini_counter,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under

@@ -18,7 +18,7 @@ from waaah_agent.core.oneshot import models
 from waaah_agent.core.oneshot.models import Providers
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import config_file
-from waaah_agent.runtime.safe_read import read_text, why
+from waaah_agent.safe_read import read_text, why
 
 #: The variable naming a providers file.
 PROVIDERS = "WAAAH_PROVIDERS"

@@ -14,8 +14,8 @@ from waaah_agent.core.oneshot import outputs, present
 from waaah_agent.core.oneshot.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime.oneshot import runlog
-from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.workspace import workspace_root
+from waaah_agent.safe_read import read_tail
 
 #: At most this much of the end of a CLI's session file is read for the last turn's reasoning.
 SESSION_FILE_CAP = 4 * 1024 * 1024

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from waaah_agent.core.tokens import Usage, UsageCounter
-from waaah_agent.runtime.safe_read import open_regular
+from waaah_agent.safe_read import open_regular
 
 TRANSCRIPT_CAP = 32 * 1024 * 1024  # the workflow is the first prompt: it is near the start
 MARKER_LINES = 3
