@@ -146,6 +146,11 @@ class Adapter:
     hooks: HooksPerRun | None = None
     # A new token counter for the CLI's transcript (core/tokens.py); None: no known format.
     tokens: Callable[[], UsageCounter] | None = None
+    # The model's thinking in the last turn of its transcript's lines, for `waaah run` when the
+    # stream carries none; None: its stream carries the reasoning.
+    reasoning: Callable[[Iterable[str]], str] | None = None
+    # Its headless stream reports what a run cost (else --max-cost needs a price table).
+    reports_cost: bool = False
     simulated: bool = False
     # One-shot JSON-stream mode for `waaah run` (None: the CLI has none).
     headless: Headless | None = None

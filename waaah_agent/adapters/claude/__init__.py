@@ -9,7 +9,12 @@ from typing import Any
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
 from waaah_agent.adapters.claude.stream import apply_claude
-from waaah_agent.adapters.claude.transcript import claude_compactions, claude_counter, claude_holds
+from waaah_agent.adapters.claude.transcript import (
+    claude_compactions,
+    claude_counter,
+    claude_holds,
+    claude_thinking,
+)
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import FilePerRun, HooksPerRun, Persistent
 from waaah_agent.core.oneshot import run_inputs
@@ -110,6 +115,7 @@ ADAPTER = Adapter(
     install_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
+    reports_cost=True,
     tested_version="2.1.332",
     releases=ReleaseSupport(
         tested="2.1.332",
@@ -140,6 +146,7 @@ ADAPTER = Adapter(
         cli="claude", flag="--settings", events=("SessionStart", "UserPromptSubmit", "Stop", "Notification")
     ),
     tokens=claude_counter,
+    reasoning=claude_thinking,
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
     # Its provider's variables and the settings claude reads from the environment by their own

@@ -17,7 +17,7 @@ from typing import Any
 
 from waaah_agent.core.kept_sessions import json_lines
 from waaah_agent.core.supervise.compaction import records_with
-from waaah_agent.core.tokens import Usage, UsageCounter, count, model_name
+from waaah_agent.core.tokens import Usage, UsageCounter, count, json_records, model_name
 
 
 def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
@@ -66,3 +66,24 @@ def claude_compactions(lines: Iterable[str]) -> set[str]:
 def claude_holds(lines: Iterable[str]) -> bool | None:
     """A claude session file holds a conversation when it has a user or assistant message."""
     return any(r.get("type") in ("user", "assistant") and "message" in r for r in json_lines(lines))
+
+
+def claude_thinking(lines: Iterable[str]) -> str:
+    """The model's thinking in the last turn of the transcript (the text after the last prompt
+    typed), or "": the ``thinking`` blocks of its assistant records."""
+    turn: list[str] = []
+    for record in json_records(lines):
+        message = record.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if record.get("type") == "user" and (
+            isinstance(content, str)
+            or any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+        ):
+            turn = []  # a prompt typed (not a tool result): a new turn
+        elif record.get("type") == "assistant" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "thinking":
+                    turn.append(str(block.get("thinking") or ""))
+    return "\n".join(t for t in turn if t.strip())

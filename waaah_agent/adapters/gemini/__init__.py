@@ -10,7 +10,12 @@ from typing import Any
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
 from waaah_agent.adapters.gemini.stream import apply_gemini
-from waaah_agent.adapters.gemini.transcript import gemini_compactions, gemini_counter, gemini_holds
+from waaah_agent.adapters.gemini.transcript import (
+    gemini_compactions,
+    gemini_counter,
+    gemini_holds,
+    gemini_thoughts,
+)
 from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import HomePerRun, Persistent
@@ -232,6 +237,7 @@ ADAPTER = Adapter(
         persistent=Persistent(_settings_path, gemini_entry),
     ),
     tokens=gemini_counter,
+    reasoning=gemini_thoughts,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),

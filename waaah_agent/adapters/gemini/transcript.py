@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from waaah_agent.core.supervise.compaction import records_with
-from waaah_agent.core.tokens import Usage, UsageCounter, count, model_name
+from waaah_agent.core.tokens import Usage, UsageCounter, count, json_records, model_name
 
 
 def _gemini_message(message: Any) -> tuple[str, Usage, str] | None:
@@ -175,3 +175,26 @@ def gemini_holds(lines: Iterable[str]) -> bool | None:
 
 def _by_id(messages: list[Any]) -> dict[str, Any]:
     return {str(m.get("id", n)) if isinstance(m, dict) else str(n): m for n, m in enumerate(messages)}
+
+
+def gemini_thoughts(lines: Iterable[str]) -> str:
+    """The model's thinking in the last turn of the session file (the text after the last prompt
+    typed), or "": the ``thoughts`` (subject and description) of its ``gemini`` messages, a
+    message rewritten under the same id counting once."""
+    messages: dict[str, dict[str, Any]] = {}  # by id, in first-seen order, latest version
+    for record in json_records(lines):
+        found = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
+        batch = found if isinstance(found, list) else record.get("messages")  # 0.34.0: one document
+        for message in batch if isinstance(batch, list) else [record]:
+            if isinstance(message, dict) and message.get("type") in ("user", "gemini"):
+                messages[str(message.get("id") or len(messages))] = message
+    turn: list[str] = []
+    for message in messages.values():
+        if message.get("type") == "user":
+            turn = []
+            continue
+        for thought in message.get("thoughts") or []:
+            if isinstance(thought, dict):
+                subject, text = str(thought.get("subject") or ""), str(thought.get("description") or "")
+                turn.append(f"{subject}: {text}" if subject and text else subject or text)
+    return "\n".join(t for t in turn if t.strip())

@@ -225,6 +225,7 @@ ADAPTER = Adapter(
     install_hint=install_command("opencode", "opencode-ai", "1.18.33"),
     login_hint="opencode auth login",
     rules=RULES,
+    reports_cost=True,
     tested_version="1.18.33",
     resume_args=lambda sid: ["--session", sid],
     transcript=_transcript,

@@ -38,10 +38,11 @@ def _session_lines(agent: str, env: Mapping[str, str], workspace: Path, session_
 
 
 def from_session_file(agent: str, env: Mapping[str, str], workspace: Path, session_id: str) -> str:
-    """The last turn's reasoning in the CLI's own session file (gemini, claude), or ""."""
-    if agent not in outputs.SESSION_REASONING:
-        return ""  # codex's and opencode's reasoning is in their streams
-    return outputs.session_reasoning(agent, _session_lines(agent, env, workspace, session_id))
+    """The last turn's reasoning in the CLI's own session file (``Adapter.reasoning``), or ""."""
+    adapter = adapters.registry().get(agent)
+    if adapter is None or adapter.reasoning is None:
+        return ""  # its reasoning is in its stream
+    return adapter.reasoning(_session_lines(agent, env, workspace, session_id))
 
 
 def session_file_tokens(
