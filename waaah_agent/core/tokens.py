@@ -40,11 +40,11 @@ def count(value: Any) -> int:
 
 
 def json_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a session file: one per line, or (gemini 0.34.0) one document over
-    many lines; anything else is skipped."""
+    """The JSON objects of a session file: one per line, or (an older release's) one document
+    over many lines; anything else is skipped."""
     rest = iter(lines)
     for first in rest:
-        if first.strip() == "{":  # one JSON document over many lines (gemini 0.34.0's session file)
+        if first.strip() == "{":  # one JSON document over many lines
             body = list(rest)
             document = _object("{" + "".join(part.strip() for part in body))
             yield from [document] if document is not None else _lines(body)
@@ -92,7 +92,7 @@ class UsageCounter:
     only: keep a trailing line without its newline back until it is complete."""
 
     entries: Entries
-    # For a CLI that names the model once per turn rather than per message (codex): the model a
+    # For a CLI that names the model once per turn rather than per message: the model a
     # record switches to, else "".
     turn_model: Callable[[dict[str, Any]], str] | None = None
     total: Usage = Usage()
@@ -133,12 +133,12 @@ def usage_dict(usage: Usage) -> dict[str, int]:
 def record_file(files: Mapping[str, Mapping[str, int]], path: str, usage: Usage) -> dict[str, dict[str, int]]:
     """``files`` (a session's totals per transcript file) with ``path`` read again as ``usage``.
 
-    A session's conversation may be in more than one file: gemini 0.61 and claude 2.1 append a
-    resumed conversation to the file it was in (the same path, read again: replaced, never
-    added), while a fresh start after a run that wrote nothing, or a CLI that starts a new file,
-    brings a new path, which adds. A count never goes down: tokens a file no longer shows (a
-    rewritten or vanished file) were spent all the same. A later gemini carries a conversation
-    of 0.34's ``.json`` kind on in a ``.jsonl`` file beside it, whole: that one replaces it."""
+    A session's conversation may be in more than one file: a CLI may append a resumed
+    conversation to the file it was in (the same path, read again: replaced, never added), while
+    a fresh start after a run that wrote nothing, or a CLI that starts a new file, brings a new
+    path, which adds. A count never goes down: tokens a file no longer shows (a rewritten or
+    vanished file) were spent all the same. A file carried on whole under a new name (a later
+    release's ``.jsonl`` beside an older ``.json``) replaces the one it carries on."""
     out = {name: dict(counts) for name, counts in files.items()}
     earlier = out.pop(path[:-1], {}) if path.endswith(".jsonl") else {}
     earlier = out.get(path, earlier)

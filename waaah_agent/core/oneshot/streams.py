@@ -1,12 +1,13 @@
-"""Parsers of the CLIs' headless JSON streams (one JSON object per line).
+"""The parser of a CLI's headless JSON stream (one JSON object per line); what each event of a
+CLI's stream means is its adapter's (``adapters/<cli>/stream.py``: ``apply_<cli>``).
 
 Fed one line at a time, a parser keeps a :class:`StreamSummary`: the CLI's session id and model,
 the final answer, token numbers as the CLI reports them, tool activity, and the CLI's *own* error
 report (an API error it gave up on), kept apart from anything the model says. Lines that are not
 JSON objects (warnings some CLIs print on stdout) are counted as noise and dropped.
 
-Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py for
-gemini and claude, scripts/record_streams_extra.py for codex and opencode).
+Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py,
+scripts/record_streams_extra.py).
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ class Tokens:
     cached: int = 0
     total: int = 0
     cost_usd: float | None = None
-    # Input tokens written to the provider's prompt cache, where the CLI reports them (claude,
-    # codex, opencode); None where it does not (gemini). Already counted in ``input``.
+    # Input tokens written to the provider's prompt cache, where the CLI reports them; None where
+    # it does not. Already counted in ``input``.
     cache_write: int | None = None
 
     def __add__(self, other: Tokens) -> Tokens:
@@ -145,24 +146,24 @@ class Tokens:
 class StreamSummary:
     session_id: str = ""
     model: str = ""
-    # The final answer (``response``): the assistant text after the last tool call (claude: its
-    # `result`). Kept as its pieces, joined when read: a CLI that streams its answer in deltas
-    # (gemini) would otherwise copy the whole answer at each one.
+    # The final answer (``response``): the assistant text after the last tool call (or the CLI's
+    # own final result). Kept as its pieces, joined when read: a CLI that streams its answer in
+    # deltas would otherwise copy the whole answer at each one.
     answer: list[str] = field(default_factory=list, repr=False)
     tokens: Tokens = field(default_factory=Tokens)
     tools: ToolActivity = field(default_factory=ToolActivity)
-    # The model's thinking / reasoning text as the stream carries it (claude's thinking blocks,
-    # codex's reasoning items, opencode's reasoning parts; gemini's stream-json has none).
+    # The model's thinking / reasoning text as the stream carries it ("" when the stream has none:
+    # then ``Adapter.reasoning`` may read it from the CLI's transcript).
     reasoning: str = ""
     # The CLI's own error report, never the model's words.
     error: str = ""
     error_status: int | None = None  # an HTTP status the CLI names
-    error_kind: str = ""  # the CLI's own label for it (e.g. claude's "rate_limit")
+    error_kind: str = ""  # the CLI's own label for it (e.g. "rate_limit")
     finished: bool = False  # the stream's final result event was seen
     events: int = 0
     noise: int = 0
     retries: int = 0  # retries the CLI reported making on its own
-    # True when ``tokens`` is the CLI session's running total rather than this run's (codex): on a
+    # True when ``tokens`` is the CLI session's running total rather than this run's: on a
     # resumed session it then includes every earlier run of that session.
     tokens_cumulative: bool = False
     # Tool calls started and not yet finished (parsers that see start and end events).
