@@ -332,7 +332,9 @@ def test_gemini_s_capacity_errors_as_now_classified_still_get_the_smaller_model(
         classify(1, "", StreamSummary(error=text, error_status=503)),  # provider_error
     ):
         assert failure is not None and failure.type in (F.UNKNOWN, F.PROVIDER_ERROR)
-        got = models.retry_model("gemini", default, failure, text, "gemini-2.5-pro", False)
+        got = models.retry_model(
+            registry()["gemini"].smaller_model, default, failure, text, "gemini-2.5-pro", False
+        )
         assert got is not None and got.model == "gemini-2.5-flash", failure
 
 

@@ -149,6 +149,12 @@ class Adapter:
     # The model's thinking in the last turn of its transcript's lines, for `waaah run` when the
     # stream carries none; None: its stream carries the reasoning.
     reasoning: Callable[[Iterable[str]], str] | None = None
+    # `waaah run`'s bundled aliases for --model (e.g. fast, smart, pro -> models the pinned
+    # release lists itself); empty: none (core/oneshot/models.py).
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
+    # (model that failed, what the CLI said) -> the smaller model its one model retry takes after
+    # a capacity error, else None; None: no such retry.
+    smaller_model: Callable[[str, str], str | None] | None = None
     # Its headless stream reports what a run cost (else --max-cost needs a price table).
     reports_cost: bool = False
     simulated: bool = False

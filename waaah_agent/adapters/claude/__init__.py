@@ -146,6 +146,8 @@ ADAPTER = Adapter(
         cli="claude", flag="--settings", events=("SessionStart", "UserPromptSubmit", "Stop", "Notification")
     ),
     tokens=claude_counter,
+    # Only models its own catalogue lists.
+    model_aliases={"fast": "claude-haiku-5-5", "smart": "claude-sonnet-5-5", "pro": "claude-opus-5-5"},
     reasoning=claude_thinking,
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},

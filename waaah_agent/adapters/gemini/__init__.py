@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
+from waaah_agent.adapters.gemini import models
 from waaah_agent.adapters.gemini.stream import apply_gemini
 from waaah_agent.adapters.gemini.transcript import (
     gemini_compactions,
@@ -237,6 +238,8 @@ ADAPTER = Adapter(
         persistent=Persistent(_settings_path, gemini_entry),
     ),
     tokens=gemini_counter,
+    model_aliases=models.ALIASES,
+    smaller_model=models.smaller_model,
     reasoning=gemini_thoughts,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.

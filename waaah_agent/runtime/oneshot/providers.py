@@ -62,7 +62,10 @@ def load(env: Mapping[str, str], workspace: Path, requested: str | None = None) 
             "--model takes one word of at most 200 characters, not starting with '-' (a model or an alias)"
         )
     known = headless_clis()
-    return [*(read(path, label, known) for path, label in files(env, workspace)), models.bundled(known)]
+    return [
+        *(read(path, label, known) for path, label in files(env, workspace)),
+        models.bundled(known, {n: a.model_aliases for n, a in adapters.registry().items()}),
+    ]
 
 
 def read(path: Path, label: str, known: list[str]) -> Providers:
