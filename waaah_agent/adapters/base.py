@@ -108,6 +108,9 @@ class Adapter:
     login_hint: str = ""
     # What works instead when the CLI's login failed for good (``ScreenRules.login_refused``).
     refused_hint: str = ""
+    # What its errors say when its login refused the account for good (`waaah run` then adds
+    # ``refused_hint`` to the failure's message); None: it has no such error.
+    account_refused: re.Pattern[str] | None = None
     # Seconds between the bracketed paste and the separate Enter (gemini needs >= 0.2 s).
     enter_delay: float = 0.5
     fresh_args: Callable[[str], list[str]] = field(default=lambda sid: [])
@@ -173,6 +176,10 @@ class Adapter:
     # session it began in ``workspace`` since ``started`` (epoch seconds), None while there is
     # none; resume_args then get that id.
     own_session: Callable[[Mapping[str, str], Path, float], str | None] | None = None
+
+    def refused_login(self) -> tuple[re.Pattern[str], str] | None:
+        """What its errors say when its login refused the account for good, and what works instead."""
+        return (self.account_refused, self.refused_hint) if self.account_refused is not None else None
 
     def argv(
         self, binary: str, session_id: str, resume: bool, extra: Sequence[str], own_ids: bool = True

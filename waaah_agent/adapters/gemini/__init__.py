@@ -17,7 +17,6 @@ from waaah_agent.adapters.gemini.transcript import (
     gemini_holds,
     gemini_thoughts,
 )
-from waaah_agent.core.failures import ANTIGRAVITY_HINT
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import HomePerRun, Persistent
 from waaah_agent.core.nesting import loads_json
@@ -167,6 +166,17 @@ INPUTS = CliInputs(
 )
 
 
+#: gemini's Code Assist login refusing the account for good: personal Google accounts were moved
+#: to Google's Antigravity CLI on 2026-06-18 (its IneligibleTierError, "... migrate to the
+#: Antigravity suite").
+ACCOUNT_REFUSED = re.compile(r"(?i)IneligibleTierError|migrate to the Antigravity")
+ANTIGRAVITY_HINT = (
+    "Google moved personal Google accounts from Gemini CLI to its Antigravity CLI (agy), which waaah "
+    "cannot supervise; what works: a Gemini API key (GEMINI_API_KEY, https://aistudio.google.com/apikey), "
+    "a Gemini Code Assist Standard or Enterprise login, Vertex AI, or another CLI (--start=claude, "
+    "codex or opencode)"
+)
+
 RULES = ScreenRules(
     # The input box line: ` >   Type your message...` when empty, ` > <text>` with a draft.
     input_ready=re.compile(r"^\s*│?\s*>\s", re.MULTILINE),
@@ -207,6 +217,7 @@ ADAPTER = Adapter(
     install_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     refused_hint=ANTIGRAVITY_HINT,
+    account_refused=ACCOUNT_REFUSED,
     rules=RULES,
     tested_version="0.61.0",
     releases=ReleaseSupport(

@@ -195,6 +195,7 @@ class Chain:
                 timed_out=outcome.timed_out,
                 now=datetime.now().astimezone(),
                 tz=datetime.now().astimezone().tzinfo,
+                refused=adapters.registry()[name].refused_login(),
             )
             if (
                 failure is not None
