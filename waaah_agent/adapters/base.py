@@ -1,13 +1,14 @@
-"""What the supervisor needs to know about one agent CLI.
+"""What the supervisor and `waaah run` need to know about one agent CLI.
 
 An adapter is declarative where it can be: argv for a fresh start and a resume, the
 environment, and the screen rules that tell (in bounded screen regions only) whether the
 CLI sits at its input prompt, is busy, or shows a dialog. Everything that differs between
 CLIs is a field here, an object or a function, never a name looked up elsewhere: how the CLI
 is given the waaah MCP server (``mcp``) and hooks (``hooks``), how its transcript's tokens are
-counted (``tokens``), which parser reads its headless stream (``Headless.parser``). A new CLI
-joins by adding one module to this package that defines ``ADAPTER`` (docs/architecture.md,
-"What an adapter provides").
+counted (``tokens``), which parser reads its headless stream (``Headless.parser``). Each CLI
+is one package here (``adapters/<cli>/``: its rules in ``__init__``, its stream in ``stream.py``,
+its transcript in ``transcript.py``) that defines ``ADAPTER``; the runtime carries out what it
+declares, and it imports nothing of ``runtime/`` (docs/adding-a-cli.md).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class Headless:
     it), the CLI's own when resuming, "" for a fresh run of a CLI that picks its own id."""
 
     argv: Callable[[str | None, str, bool, str | None], list[str]]
-    # A new parser of the CLI's JSON stream, one per run (core/streams.py).
+    # A new parser of the CLI's JSON stream, one per run (core/oneshot/streams.py; what each
+    # event means: adapters/<cli>/stream.py).
     parser: Callable[[], StreamParser]
     own_session_ids: bool = True
     # Always give the prompt on stdin (argv gets None): for a CLI that alters prompts in argv.
@@ -126,9 +128,9 @@ class Adapter:
     # When the usage limit the CLI hit resets, as its own files state it (codex's session file:
     # ``rate_limits.resets_at``): (env, workspace, session id) -> aware time, None: not stated.
     limit_reset: Callable[[Mapping[str, str], Path, str], datetime | None] | None = None
-    # The compactions its transcript's lines mark, by key (core/compaction.py); None: not read.
+    # The compactions its transcript's lines mark, by key (adapters/<cli>/transcript.py); None: not read.
     compactions: Callable[[Iterable[str]], set[str]] | None = None
-    # Whether a session file's lines hold a conversation (core/kept_sessions.py); None: unknown.
+    # Whether a session file's lines hold a conversation (adapters/<cli>/transcript.py); None: unknown.
     holds_conversation: Callable[[Iterable[str]], bool | None] = field(default=lambda lines: None)
     extra_env: dict[str, str] = field(default_factory=dict)
     # Variables removed from the CLI's environment (names, or prefixes ending in "_").

@@ -4,7 +4,7 @@
 --json``. Model, provider and credentials come from codex's own configuration
 (``$CODEX_HOME/config.toml``, ``OPENAI_API_KEY`` or ``codex login``), which waaah never edits:
 the waaah MCP server and ``features.daemon_auto_start=false`` are given per run with ``-c``
-overrides (see :class:`ConfigOverrides`).
+overrides (see :data:`MCP`).
 
 codex picks its session (thread) id itself and keeps each session in
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``, written from the first prompt on;

@@ -53,7 +53,7 @@ COMPACTION_READ = 8 * 1024 * 1024
 
 @dataclass
 class CompactionWatch:
-    """Compactions the CLI marks in its transcript (core/compaction.py), found as the file
+    """Compactions the CLI marks in its transcript (Adapter.compactions), found as the file
     grows: each look reads only what was added since the last one, in whole lines."""
 
     finder: Callable[[Iterable[str]], set[str]]
