@@ -20,7 +20,7 @@ from waaah_agent.commands.running import _exit
 from waaah_agent.errors import UsageError
 
 if TYPE_CHECKING:
-    from waaah_agent.runtime.mcp.setup import Persistent
+    from waaah_agent.core.mcp.givers import Persistent
 
 mcp_app = typer.Typer(
     name="mcp",
@@ -67,7 +67,7 @@ def install(
         env = dict(os.environ)
         url = server or env.get(settings.SERVER_URL) or settings.DEFAULT_SERVER_URL
         key = api_key or env.get(settings.API_KEY)
-        entry = persistent.entry(mcp_setup.PROXY_COMMAND, url, key)
+        entry = persistent.entry(mcp_setup.PROXY_COMMAND, settings.proxy_env(url, key))
         choice = mcp_setup.ServerChoice(url, key, "--server" if server else "default")
         notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
         for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
@@ -103,13 +103,20 @@ def settle() -> None:
     killed supervisor, or kept because something could not be carried), then remove them. A file
     that differs from yours is put beside it (NAME.waaah-<home>). Exit 1 when one is still kept."""
     from waaah_agent import adapters
+    from waaah_agent.core.mcp.givers import HomePerRun
     from waaah_agent.runtime.mcp import homes
     from waaah_agent.runtime.mcp.cli_home import PerRunHome
+    from waaah_agent.runtime.mcp.givers import giver
 
     def go() -> int:
         env = dict(os.environ)
-        givers = [a.mcp for a in adapters.registry().values() if isinstance(a.mcp, PerRunHome)]
-        notes = [note for giver in givers for note in giver.settle_leftovers(env, everything=True)]
+        givers = [giver(a.mcp) for a in adapters.registry().values() if isinstance(a.mcp, HomePerRun)]
+        notes = [
+            note
+            for home in givers
+            if isinstance(home, PerRunHome)
+            for note in home.settle_leftovers(env, everything=True)
+        ]
         for note in notes or [f"no home left to settle in {homes.homes_root(env)}"]:
             print(f"waaah: {note}")
         return 1 if homes.leftovers(env) else 0

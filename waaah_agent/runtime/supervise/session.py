@@ -45,6 +45,7 @@ from waaah_agent.errors import (
 from waaah_agent.runtime import clis, key_file, price_file, reaper, releases
 from waaah_agent.runtime.mcp import link
 from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp.givers import giver, write_hooks
 from waaah_agent.runtime.mcp.setup import McpPlan
 from waaah_agent.runtime.mcp.tool_http import ToolServer
 from waaah_agent.runtime.mcp.waaah import check_server
@@ -158,7 +159,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
                 finally:
                     if adapter.mcp is not None and not opts.no_mcp and (plan is None or not plan.settled):
                         with contextlib.suppress(OSError, UsageError):
-                            adapter.mcp.finish(child_env, session.path)
+                            giver(adapter.mcp).finish(child_env, session.path)
         except PermissionError as err:
             if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
                 raise CliNotFound(not_executable_message(binary, err)) from None
@@ -195,7 +196,7 @@ def setup_mcp(
     """Point the CLI at the WAAAH server through our proxy, and check the server once."""
     if adapter.mcp is None or opts.no_mcp:
         return McpPlan(None, [], None)
-    existing = adapter.mcp.existing(env)
+    existing = giver(adapter.mcp).existing(env)
     server = mcp_setup.choose_server(
         opts.server,
         opts.api_key,
@@ -216,7 +217,7 @@ def setup_mcp(
         settings.LINK: str(link.socket_path()),  # the session keeps the waits (runtime/mcp/link.py)
     }
     env.update(per_run)
-    given = adapter.mcp.give(env, server, session.path, per_run)
+    given = giver(adapter.mcp).give(env, server, session.path, per_run)
     notes, args = given.notes, given.args
     env.update(given.env)
     for note in notes:
@@ -430,7 +431,7 @@ def carry_back(
     if adapter.mcp is None or plan.server is None:
         return []
     try:
-        carry = adapter.mcp.finish if final else adapter.mcp.after_run
+        carry = giver(adapter.mcp).finish if final else giver(adapter.mcp).after_run
         notes = carry(env, session.path)
     except (OSError, UsageError) as err:
         notes = [f"could not carry the CLI's own changes back to your files: {err}"]
@@ -519,7 +520,7 @@ class Run:
             if adapter.compactions is not None
             else None
         )
-        hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
+        hooks = write_hooks(adapter.hooks, self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         own = releases.own_ids(state.cli_release)
         argv = adapter.argv(self.binary, state.native_session_id, native, extra, own_ids=own)
