@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.core.night.report import Night, duration, read_night, summary_lines
+from waaah_agent.core.night.records import Night
+from waaah_agent.core.night.report import duration, read_night, summary_lines
 from waaah_agent.core.oneshot.streams import Lines
 from waaah_agent.core.prices import Prices
 from waaah_agent.errors import SessionNotFound as NoSession
