@@ -32,8 +32,8 @@ from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import CliNotFound, UsageError, run_exit_code
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.oneshot import cli_env, run_reasoning, runlog
+from waaah_agent.runtime.oneshot.breakers import RunBreakers
 from waaah_agent.runtime.oneshot.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
-from waaah_agent.runtime.oneshot.run_breakers import RunBreakers
 from waaah_agent.runtime.oneshot.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.oneshot.run_stream import LineOut
 from waaah_agent.runtime.session_keep import keeper_for
