@@ -59,7 +59,7 @@ class SessionState:
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
     server_down: str = ""  # why the WAAAH server cannot be reached now ("" when it can)
     server_down_since: str = ""  # ISO time it went down
-    paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah resume`
+    paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah unpause`
     # Prompts of `waaah send` not typed yet: kept in queue.jsonl beside session.json (runtime/
     # send_queue.py); only an older waaah's are saved here.
     queued: list[str] = field(default_factory=list)
