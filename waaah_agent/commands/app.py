@@ -22,6 +22,7 @@ from waaah_agent.commands.options import (
     RESUME_ID,
     JsonOption,
     PassThrough,
+    WorkflowOption,
     WorkspaceOption,
     _any_clis,
     _cli_args,
@@ -320,9 +321,7 @@ def doctor(
             "Example: --agent gemini",
         ),
     ] = None,
-    workflow: Annotated[
-        str, typer.Option("--as", help="The workflow to look for.")
-    ] = settings.DEFAULT_WORKFLOW,
+    workflow: WorkflowOption = settings.DEFAULT_WORKFLOW,
     workspace: WorkspaceOption = None,
     server: Annotated[
         str | None,

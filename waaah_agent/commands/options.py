@@ -185,6 +185,14 @@ WorkspaceOption = Annotated[
     typer.Option("--workspace", help="The workspace (its git root). Default: the current directory."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+#: `--as NAME` where a workflow is named but not given to an agent (`waaah agent --as` also reads
+#: its variable): .agent/workflows/NAME.md in the workspace, else the bundled one.
+WorkflowOption = Annotated[
+    str,
+    typer.Option(
+        "--as", metavar="NAME", help="The workflow (.agent/workflows/NAME.md, else the bundled one)."
+    ),
+]
 SessionOption = Annotated[
     str | None, typer.Option("--session", help="The session (id or its start) when more than one runs here.")
 ]

@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from waaah_agent.commands.options import CLI_NAMES, JsonOption, WorkspaceOption
+from waaah_agent import settings
+from waaah_agent.commands.options import CLI_NAMES, JsonOption, WorkflowOption, WorkspaceOption
 from waaah_agent.commands.running import _exit
 
 service_app = typer.Typer(
@@ -25,7 +26,7 @@ service_app = typer.Typer(
 @service_app.command()
 def install(
     start: Annotated[str, typer.Option(*CLI_NAMES, help="The agent CLI, as for waaah agent.")],
-    workflow: Annotated[str, typer.Option("--as", help="The workflow.")] = "waaah-orc",
+    workflow: WorkflowOption = settings.DEFAULT_WORKFLOW,
     workspace: WorkspaceOption = None,
     name: Annotated[
         str | None,
