@@ -167,9 +167,10 @@ def proxy_settings(
     inbox: Path | None = None,
 ) -> ProxySettings:
     inbox_var, link = env.get(INBOX), env.get(LINK)
+    given = waaah_server(server, api_key, env)
     return ProxySettings(
-        server_url=text(server, env, SERVER_URL, DEFAULT_SERVER_URL) or DEFAULT_SERVER_URL,
-        api_key=text(api_key, env, API_KEY),
+        server_url=given.url,
+        api_key=given.api_key,
         agent_id=text(agent_id, env, AGENT_ID),
         inbox=inbox or (Path(inbox_var) if inbox_var else None),
         log_level=(env.get(PROXY_LOG_LEVEL) or LOG_LEVEL_DEFAULT).upper(),
@@ -227,17 +228,33 @@ def notify_urls(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, .
     return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
 
 
+@dataclass(frozen=True)
+class WaaahServer:
+    url: str  # --server, else WAAAH_SERVER_URL, else DEFAULT_SERVER_URL
+    source: str  # where the URL came from: "--server", the variable's name, or "default"
+    api_key: str | None  # --api-key, else WAAAH_API_KEY
+
+
+def waaah_server(flag_url: str | None, flag_key: str | None, env: Mapping[str, str]) -> WaaahServer:
+    """The WAAAH server and its key, the one place their variables are read: every command that
+    talks to the server (agent, doctor, mcp install, mcp-proxy) comes here with its flags."""
+    url, source = (flag_url, "--server") if flag_url else (env.get(SERVER_URL), SERVER_URL)
+    return WaaahServer(url or DEFAULT_SERVER_URL, source if url else "default", text(flag_key, env, API_KEY))
+
+
 def api_key(flag: str | None, env: Mapping[str, str]) -> str | None:
-    return text(flag, env, API_KEY)
+    return waaah_server(None, flag, env).api_key
 
 
 def server_url(flag: str | None, env: Mapping[str, str]) -> tuple[str, str] | None:
     """The server URL and where it came from (``--server`` or the variable); None when neither."""
-    if flag:
-        return flag, "--server"
-    if env.get(SERVER_URL):
-        return env[SERVER_URL], SERVER_URL
-    return None
+    given = waaah_server(flag, None, env)
+    return None if given.source == "default" else (given.url, given.source)
+
+
+def log_dir(env: Mapping[str, str]) -> str:
+    """``WAAAH_LOG_DIR`` (where `waaah run` logs go instead of the workspace's .waaah/runs), or ""."""
+    return env.get(LOG_DIR, "").strip()
 
 
 def run_agent_name(

@@ -1,4 +1,4 @@
-"""`waaah run --resume` / `--resume-tree` / `--list` over the real gemini and claude CLIs, offline:
+"""`waaah run --continue-from` / `--continue-from-tree` / `waaah sessions` over the real gemini and claude CLIs, offline:
 a tree of runs made by the CLIs, then restored into a new session of the other CLI. The fake model
 API sees what the new session was given."""
 
@@ -44,7 +44,7 @@ def test_a_tree_of_runs_restored_into_the_other_cli(tmp_path: Path) -> None:
             ws,
             env,
             "RESTORE-MARKER what was decided?",
-            "--resume-tree",
+            "--continue-from-tree",
             parent["session_id"],
             "--agent",
             "claude",
@@ -64,7 +64,9 @@ def test_a_tree_of_runs_restored_into_the_other_cli(tmp_path: Path) -> None:
         assert start["restored_from"]["tree"] is True and start["agent"] == "claude"
 
         # One run (the child), by its log id, with the agent of that run by default (gemini).
-        code, one, err = waaah_run(ws, env, "RESTORE-MARKER and part one?", "--resume", child["log_id"])
+        code, one, err = waaah_run(
+            ws, env, "RESTORE-MARKER and part one?", "--continue-from", child["log_id"]
+        )
         assert code == 0 and one["agent"] == "gemini" and one["restored_from"] == child["log_id"], err
         text = fake.main_requests()[-1]["prompt_text"]
         assert "CHILD-SAYS-17" in text and "PARENT-SAYS-42" not in text
@@ -72,7 +74,7 @@ def test_a_tree_of_runs_restored_into_the_other_cli(tmp_path: Path) -> None:
 
         # The tree, with each run's log path under it.
         listed = subprocess.run(
-            [WAAAH, "run", "--list", parent["log_id"], "--paths"],
+            [WAAAH, "sessions", parent["log_id"], "--paths"],
             cwd=ws,
             env=env,
             capture_output=True,
@@ -104,13 +106,13 @@ def test_run_logs_go_to_the_log_dir_and_are_found_there(tmp_path: Path) -> None:
         code, again, err = waaah_run(ws, env, "CHILD-MARKER go on", "--session", first["session_id"])
         assert code == 0 and again["log_path"] == first["log_path"], err
         assert "PURPLE-FROG" in json.dumps(fake.main_requests()[-1]["body"])
-        # --parent finds it there; --resume too.
+        # --parent finds it there; --continue-from too.
         code, kid, err = waaah_run(
             ws, env, "CHILD-MARKER x", "--agent", "claude", "--parent", first["log_id"]
         )
         assert code == 0 and kid["parent_id"] == first["log_id"], err
         code, out, err = waaah_run(
-            ws, env, "RESTORE-MARKER y", "--resume", first["log_id"], "--agent", "gemini"
+            ws, env, "RESTORE-MARKER y", "--continue-from", first["log_id"], "--agent", "gemini"
         )
         assert code == 0, err
         text = fake.main_requests()[-1]["prompt_text"]

@@ -1,5 +1,5 @@
 """A name the user gives is a name, never a path: `--as`, `--resume ID`, `waaah run --session`,
-`--resume`, `--resume-tree`, `--skill` and `--persona` each become a file name under `.waaah/`
+`--continue-from`, `--continue-from-tree`, `--skill` and `--persona` each become a file name under `.waaah/`
 or the user's folders, or an argument of a CLI. A path separator, `..`, a control character, a
 leading `-` or `.`, or an over-long name is refused before anything is made: one line naming
 the flag and what is wrong, exit 2, no file written anywhere.
@@ -53,7 +53,7 @@ def test_a_session_id_to_resume_that_is_a_path_is_refused(workspace, home, name)
     assert_refused(done, "--resume")
 
 
-@pytest.mark.parametrize("flag", ["--session", "--resume", "--resume-tree"])
+@pytest.mark.parametrize("flag", ["--session", "--continue-from", "--continue-from-tree"])
 @pytest.mark.parametrize("name", ["../x", "-x", "..x", "x\x1b]52;c;aGk=\x07", "x" * 300])
 def test_a_run_id_that_is_a_path_or_an_option_is_refused(workspace, home, flag, name):
     done = run_waaah(

@@ -319,7 +319,7 @@ def test_a_removed_and_recreated_inbox_is_read_from_its_start(workspace, home):
         retry_until(lambda: started(workspace), timeout=30)
         for _ in range(3):  # the supervisor's offset moves past these
             assert run_waaah("pause", cwd=workspace, env=clean_env(home)).returncode == 0
-            assert run_waaah("resume", cwd=workspace, env=clean_env(home)).returncode == 0
+            assert run_waaah("unpause", cwd=workspace, env=clean_env(home)).returncode == 0
         retry_until(lambda: len([e for e in events(workspace) if e["event"] == "control"]) == 6, timeout=20)
         inbox_of(workspace).unlink()
         stopped = run_waaah("stop", cwd=workspace, env=clean_env(home), timeout=90)

@@ -134,7 +134,7 @@ def test_help_lists_the_choices_ranges_and_variables() -> None:
     agent = subprocess.run([WAAAH, "agent", "-h"], capture_output=True, text=True, timeout=30).stdout
     flat = " ".join(agent.split())
     for shown in (
-        "--start [claude|codex|gemini|opencode|simulated]",
+        "--start, --agent [claude|codex|gemini|opencode|simulated]",
         "--heartbeat SECONDS>0",
         "--stall-timeout SECONDS>0",
         "--restart-budget N>=0",
@@ -148,7 +148,7 @@ def test_help_lists_the_choices_ranges_and_variables() -> None:
         subprocess.run([WAAAH, "run", "-h"], capture_output=True, text=True, timeout=30).stdout.split()
     )
     for shown in (
-        "--agent [claude|codex|gemini|opencode]",
+        "--agent, --start [claude|codex|gemini|opencode]",
         "--format [json|text|llm]",
         "--timeout SECONDS>0",
         "--fallback CLI[,CLI...]",

@@ -89,7 +89,7 @@ def test_health_readiness_and_metrics_tell_the_truth_through_a_night(workspace, 
         subprocess.run([WAAAH, "pause", "--workspace", str(workspace)], env=env, check=True,
                        capture_output=True, timeout=60)  # fmt: skip
         assert retry_until(lambda: ready(port)[1].get("reason") == "paused", 20)
-        subprocess.run([WAAAH, "resume", "--workspace", str(workspace)], env=env, check=True,
+        subprocess.run([WAAAH, "unpause", "--workspace", str(workspace)], env=env, check=True,
                        capture_output=True, timeout=60)  # fmt: skip
         retry_until(lambda: ready(port)[1].get("reason") != "paused", 20)
 

@@ -138,7 +138,7 @@ def test_default_agent_comes_from_the_environment(ws: Path) -> None:
 
 def test_a_workspace_that_is_not_a_folder_is_refused_and_never_created(ws: Path) -> None:
     (ws / "a-file").write_text("x")
-    for args in (("hi", "--agent", "claude"), ("--list",), ("--reasoning-fallback", "--session", "x")):
+    for args in (("hi", "--agent", "claude"), ("--reasoning-fallback", "--session", "x")):
         for given in ("typo-dir", "a-file"):
             done = run(ws, *args, "--workspace", given)
             assert done.returncode == 2 and refused(done.stdout, "invalid_input", 2), done.stderr

@@ -1,4 +1,5 @@
-"""Run trees from the logs on disk: --resume / --resume-tree's replay, --list, WAAAH_LOG_DIR.
+"""Run trees from the logs on disk: --continue-from / --continue-from-tree's replay, `waaah sessions`,
+WAAAH_LOG_DIR.
 
 The logs are written here the way `waaah run` writes them, then damaged the ways a disk, a kill or
 a hand edit can damage them; the command itself runs as a script calls it.
@@ -18,7 +19,7 @@ from tests.envelope_schema import refused
 from tests.runtime.helpers import WAAAH
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime.night import files as night_files
-from waaah_agent.runtime.oneshot import run_trees, runlog
+from waaah_agent.runtime.oneshot import listing, run_trees
 from waaah_agent.runtime.oneshot.run_io import RunOptions
 
 DAY = "2026-01-02"
@@ -129,12 +130,12 @@ def test_hostile_logs_are_read_as_far_as_they_make_sense(ws: Path) -> None:
     assert found.runs == ["root", "kid"] and "KID-ANSWER" in found.text
     assert run_trees.restored(ws, "loop-a", whole_tree=True).runs == ["loop-a", "loop-b"]
     assert run_trees.restored(ws, "orphan", whole_tree=True).runs == ["orphan"]
-    with pytest.raises(SessionNotFound, match="unknown run id 'gone' for --resume-tree"):
+    with pytest.raises(SessionNotFound, match="unknown run id 'gone' for --continue-from-tree"):
         run_trees.restored(ws, "gone", whole_tree=True)
     # The loop still shows in the tree (its first run stands as a root), each run once.
-    listed = run_trees.list_text(ws, None, paths=False)
+    listed = listing.list_text(ws, None, paths=False)
     assert listed.count("loop-a  run") == 1 and listed.count("loop-b  run") == 1
-    as_json = json.dumps([n.to_json() for n in runlog.tree(ws)])  # a tree: no walk of it loops
+    as_json = json.dumps([n.to_json() for n in listing.tree(ws)])  # a tree: no walk of it loops
     assert as_json.count('"id": "loop-a"') == 1 and as_json.count('"id": "loop-b"') == 1
     rows = night_files.run_rows(ws, [])
     assert sorted(r["id"] for r in rows if r["id"].startswith("loop")) == ["loop-a", "loop-b"]
@@ -154,24 +155,24 @@ def test_a_huge_log_is_replayed_within_the_cap(ws: Path) -> None:
 def test_resume_options_that_cannot_go_together(ws: Path) -> None:
     a_tree(runs(ws))
     with pytest.raises(UsageError, match="not both"):
-        run_trees.for_run(RunOptions(resume="root", resume_tree="root"), ws)
+        run_trees.for_run(RunOptions(continue_from="root", continue_from_tree="root"), ws)
     with pytest.raises(UsageError, match="--session continues"):
-        run_trees.for_run(RunOptions(resume="root", session="root"), ws)
+        run_trees.for_run(RunOptions(continue_from="root", session="root"), ws)
     assert run_trees.for_run(RunOptions(), ws) is None
-    restored = run_trees.for_run(RunOptions(resume_tree="kid"), ws)
+    restored = run_trees.for_run(RunOptions(continue_from_tree="kid"), ws)
     assert restored is not None and restored.runs == ["kid", "grandkid"]
 
 
 def test_list_shows_one_tree_with_durations_tokens_and_paths(ws: Path) -> None:
     a_tree(runs(ws))
-    text = run_trees.list_text(ws, "kid", paths=True)
+    text = listing.list_text(ws, "kid", paths=True)
     lines = text.splitlines()
     assert lines[1].strip().startswith('kid  run  claude  ok  1.5s  tokens 10/2  "do part one"')
     assert f"log: {runs(ws) / DAY / 'kid.jsonl'}" in text
     assert f"log: {runs(ws) / DAY / 'grandkid.jsonl'}" in text
     assert "grandkid  run  gemini  error  1.5s" in text and "plan the work" not in text
     with pytest.raises(SessionNotFound, match="unknown run id 'nope'"):
-        run_trees.list_text(ws, "nope", paths=False)
+        listing.list_text(ws, "nope", paths=False)
 
 
 def waaah(ws: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -190,29 +191,29 @@ def waaah(ws: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_the_log_dir_variable_is_where_runs_are_found(ws: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "logs"
     a_tree(elsewhere)
-    done = waaah(ws, "run", "--list", "--paths", WAAAH_LOG_DIR=str(elsewhere))
+    done = waaah(ws, "sessions", "--paths", WAAAH_LOG_DIR=str(elsewhere))
     assert done.returncode == 0, done.stderr
     assert f"log: {elsewhere / DAY / 'grandkid.jsonl'}" in done.stdout
-    # --format json: the same tree as JSON, each run with its log path.
-    done = waaah(ws, "run", "--list", "kid", "--paths", "--format", "json", WAAAH_LOG_DIR=str(elsewhere))
+    # --json: the same tree as JSON, each run with its log path.
+    done = waaah(ws, "sessions", "kid", "--paths", "--json", WAAAH_LOG_DIR=str(elsewhere))
     assert done.returncode == 0, done.stderr
     (kid,) = json.loads(done.stdout)
     assert (kid["id"], kid["kind"], kid["log"]) == ("kid", "run", str(elsewhere / DAY / "kid.jsonl"))
     assert [(c["id"], c["log"]) for c in kid["children"]] == [
         ("grandkid", str(elsewhere / DAY / "grandkid.jsonl"))
     ]
-    plain = waaah(ws, "run", "--list", "kid", "--format", "json", WAAAH_LOG_DIR=str(elsewhere))
+    plain = waaah(ws, "sessions", "kid", "--json", WAAAH_LOG_DIR=str(elsewhere))
     assert "log" not in json.loads(plain.stdout)[0]
     sessions = waaah(ws, "sessions", "--json", WAAAH_LOG_DIR=str(elsewhere))
     assert [n["id"] for n in json.loads(sessions.stdout)][-1] == "other"
     # A relative value is taken from the workspace root.
     a_tree(ws / "rel-logs")
-    done = waaah(ws, "run", "--list", "root", WAAAH_LOG_DIR="rel-logs")
+    done = waaah(ws, "sessions", "root", WAAAH_LOG_DIR="rel-logs")
     assert done.returncode == 0 and "kid  run  claude" in done.stdout, done.stderr
     # Unset: the workspace's own folder, empty here.
-    assert "no sessions or runs" in waaah(ws, "run", "--list").stdout
-    # --resume of an id only the folder holds: found there (the CLI is then not installed: 15).
-    done = waaah(ws, "run", "next step", "--resume-tree", "root", WAAAH_LOG_DIR=str(elsewhere))
+    assert "no sessions or runs" in waaah(ws, "sessions").stdout
+    # --continue-from of an id only the folder holds: found there (the CLI is then not installed: 15).
+    done = waaah(ws, "run", "next step", "--continue-from-tree", "root", WAAAH_LOG_DIR=str(elsewhere))
     assert done.returncode == 15, done.stderr
     assert json.loads(done.stdout)["restored_from"] == "root"
     new = [p for p in (elsewhere).glob("*/*.jsonl") if p.stem not in ("root", "kid", "grandkid", "other")]
@@ -221,7 +222,7 @@ def test_the_log_dir_variable_is_where_runs_are_found(ws: Path, tmp_path: Path) 
     assert "KID-ANSWER" in start["prompt"] and start["prompt"].endswith("next step")
     assert not (ws / ".waaah" / "runs").exists()
     # Its first line in the tree is its own prompt, not the replay before it.
-    listed = waaah(ws, "run", "--list", new[0].stem, WAAAH_LOG_DIR=str(elsewhere)).stdout
+    listed = waaah(ws, "sessions", new[0].stem, WAAAH_LOG_DIR=str(elsewhere)).stdout
     assert '"next step"' in listed and "<restored" not in listed
     assert start["agent"] == "gemini"  # the restored run's agent, none being given
 
@@ -250,7 +251,7 @@ def test_a_hostile_log_dir_is_one_clear_line(ws: Path, tmp_path: Path, kind: str
         if os.geteuid() == 0:
             pytest.skip("root writes to any folder")
         target.mkdir(mode=0o500)
-    commands = [("run", "hi", "--agent", "claude"), ("sessions",), ("run", "--list")]
+    commands = [("run", "hi", "--agent", "claude"), ("sessions",), ("sessions", "root", "--paths")]
     if kind in ("unwritable", "uncreatable"):
         commands = commands[:1]  # only writing needs it writable (a missing folder holds no runs)
     for args in commands:
@@ -263,10 +264,10 @@ def test_a_hostile_log_dir_is_one_clear_line(ws: Path, tmp_path: Path, kind: str
 
 
 def test_resume_of_an_unknown_run_is_a_clear_error(ws: Path) -> None:
-    done = waaah(ws, "run", "hi", "--resume", "nobody", "--agent", "claude")
-    assert done.returncode == 7 and "unknown run id 'nobody' for --resume" in done.stderr
+    done = waaah(ws, "run", "hi", "--continue-from", "nobody", "--agent", "claude")
+    assert done.returncode == 7 and "unknown run id 'nobody' for --continue-from" in done.stderr
     assert refused(done.stdout, "invalid_session", 7) and not list(ws.glob(".waaah/runs/*/*.jsonl"))
-    done = waaah(ws, "run", "hi", "--resume", "x", "--session", "y")
+    done = waaah(ws, "run", "hi", "--continue-from", "x", "--session", "y")
     assert done.returncode == 2 and "--session continues" in done.stderr
 
 
@@ -279,10 +280,10 @@ def test_a_session_is_continued_by_its_own_cli_only(ws: Path) -> None:
     assert done.returncode == 7 and refused(done.stdout, "invalid_session", 7), done.stderr
     assert done.stderr == (
         "waaah: --session c-run is a claude conversation, which gemini cannot continue: drop --agent "
-        "gemini, or give gemini that run as context with --resume c-run\n"
+        "gemini, or give gemini that run as context with --continue-from c-run\n"
     )
     assert log.read_text() == before
-    resumed = waaah(ws, "run", "go on", "--resume", "c-run", "--agent", "gemini", "--dry-run")
+    resumed = waaah(ws, "run", "go on", "--continue-from", "c-run", "--agent", "gemini", "--dry-run")
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["agent"] == "gemini", resumed.stderr
     # A default CLI from the environment is no --agent: the session goes on in its own CLI.
     done = waaah(ws, "run", "go on", "--session", "c-run", "--dry-run", WAAAH_DEFAULT_AGENT="gemini")
@@ -299,8 +300,8 @@ def test_session_of_a_supervised_session_says_how_to_carry_it_on(ws: Path) -> No
     assert done.returncode == 7 and refused(done.stdout, "invalid_session", 7), done.stderr
     assert done.stderr == (
         f"waaah: --session {SESSION} is a supervised session, not a run: carry it on with waaah agent "
-        f"--start=gemini --resume {SESSION}, or give it to a new run as context with --resume-tree {SESSION}\n"
+        f"--start=gemini --resume {SESSION}, or give it to a new run as context with --continue-from-tree {SESSION}\n"
     )
     assert not runs(ws).exists()
-    tree = waaah(ws, "run", "go on", "--resume-tree", SESSION, "--dry-run")
+    tree = waaah(ws, "run", "go on", "--continue-from-tree", SESSION, "--dry-run")
     assert tree.returncode == 0, tree.stderr

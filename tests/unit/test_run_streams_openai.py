@@ -14,7 +14,7 @@ from waaah_agent import adapters
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import classify
 from waaah_agent.core.oneshot.streams import Tokens
-from waaah_agent.runtime.oneshot import run_attempts
+from waaah_agent.runtime.oneshot import run_envelope
 
 CLIS = ("codex", "opencode")
 ANSWER = (123, 45, 7, 168)  # the fake's usage of one model call: input, output, cached, total
@@ -95,10 +95,10 @@ def test_run_log_gives_the_earlier_session_total(tmp_path: Path) -> None:
         {"record": "event", "attempt": 1, "agent": "codex", "event": json.loads(line)} for line in lines
     ]
     log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    total = run_attempts.session_total(log, "codex", first.session_id)
+    total = run_envelope.session_total(log, "codex", first.session_id)
     assert total is not None and numbers(total) == ANSWER
-    assert run_attempts.session_total(log, "codex", "another-thread") is None
-    assert run_attempts.session_total(log, "opencode", first.session_id) is None
+    assert run_envelope.session_total(log, "codex", "another-thread") is None
+    assert run_envelope.session_total(log, "opencode", first.session_id) is None
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,16 @@ def test_server_and_run_choices() -> None:
     assert settings.server_url("http://flag", env) == ("http://flag", "--server")
     assert settings.server_url(None, env) == ("http://env", "WAAAH_SERVER_URL")
     assert settings.server_url(None, {}) is None
+    keyed = {**env, "WAAAH_API_KEY": "k-env"}
+    assert settings.waaah_server(None, None, keyed) == settings.WaaahServer(
+        "http://env", "WAAAH_SERVER_URL", "k-env"
+    )
+    assert settings.waaah_server("http://flag", "k", keyed) == settings.WaaahServer(
+        "http://flag", "--server", "k"
+    )
+    assert settings.waaah_server(None, None, {}) == settings.WaaahServer(
+        settings.DEFAULT_SERVER_URL, "default", None
+    )
     assert settings.run_agent_name("codex", "gemini", env) == "codex"
     assert settings.run_agent_name(None, "gemini", env) == "gemini"
     assert settings.run_agent_name(None, None, env) == "claude"

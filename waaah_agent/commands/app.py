@@ -12,20 +12,25 @@ import typer
 
 from waaah_agent import adapters, settings
 from waaah_agent.commands.config import config
-from waaah_agent.commands.control import attach, pause, resume, send, stop, tail
+from waaah_agent.commands.control import attach, pause, resume, send, stop, tail, unpause
 from waaah_agent.commands.mcp import mcp_app, mcp_proxy
 from waaah_agent.commands.options import (
     ALL_CLIS,
+    CLI_NAMES,
     NOT_NEGATIVE,
     POSITIVE,
     RESUME_ID,
+    JsonOption,
     PassThrough,
+    WorkflowOption,
+    WorkspaceOption,
     _any_clis,
     _cli_args,
-    _flag_only,
     _interactive_cli,
     _log_format,
     _version,
+    api_key_option,
+    server_option,
 )
 from waaah_agent.commands.reading import replay, sessions, status
 from waaah_agent.commands.report import report
@@ -63,7 +68,7 @@ def agent(
     start: Annotated[
         str,
         typer.Option(
-            "--start",
+            *CLI_NAMES,
             envvar=settings.START,
             callback=_interactive_cli,
             metavar=f"[{'|'.join(adapters.names())}]",
@@ -117,22 +122,14 @@ def agent(
     ] = settings.STOP_GRACE,
     server: Annotated[
         str | None,
-        typer.Option(
-            "--server",
-            envvar=settings.SERVER_URL,
-            callback=_flag_only,
-            help="WAAAH server URL (else the variable, else the CLI's existing waaah entry; "
-            f"asked on a terminal). Example: --server {settings.DEFAULT_SERVER_URL}",
+        server_option(
+            "WAAAH server URL (else the variable, else the CLI's existing waaah entry; "
+            f"asked on a terminal). Example: --server {settings.DEFAULT_SERVER_URL}"
         ),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option(
-            "--api-key",
-            envvar=settings.API_KEY,
-            callback=_flag_only,
-            help="WAAAH API key (else the variable). Never logged.",
-        ),
+        api_key_option("WAAAH API key (else the variable). Never logged."),
     ] = None,
     no_mcp: Annotated[
         bool, typer.Option("--no-mcp", help="Do not configure the waaah MCP server for the CLI.")
@@ -319,30 +316,24 @@ def doctor(
     agent: Annotated[
         list[str] | None,
         typer.Option(
-            "--agent",
+            *reversed(CLI_NAMES),
             callback=_any_clis,
             metavar=ALL_CLIS,
             help="Check only this CLI (repeatable; also the headless-only ones, e.g. codex). "
             "Example: --agent gemini",
         ),
     ] = None,
-    workflow: Annotated[
-        str, typer.Option("--as", help="The workflow to look for.")
-    ] = settings.DEFAULT_WORKFLOW,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
+    workflow: WorkflowOption = settings.DEFAULT_WORKFLOW,
+    workspace: WorkspaceOption = None,
     server: Annotated[
         str | None,
-        typer.Option(
-            "--server", envvar=settings.SERVER_URL, callback=_flag_only, help="WAAAH server URL to check."
-        ),
+        server_option("WAAAH server URL to check."),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="WAAAH API key to try."),
+        api_key_option("WAAAH API key to try."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check the set-up and say what to fix.
 
@@ -370,8 +361,9 @@ app.command()(sessions)
 app.command()(status)
 app.command()(replay)
 app.command()(report)
-for _control in (send, pause, resume, stop, tail, attach):
+for _control in (send, pause, unpause, stop, tail, attach):
     app.command()(_control)
+app.command(hidden=True)(resume)  # the old name of unpause, for one release
 app.command()(config)
 app.add_typer(service_app)
 app.add_typer(mcp_app)

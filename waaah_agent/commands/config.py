@@ -8,11 +8,12 @@ from typing import Annotated
 
 import typer
 
+from waaah_agent.commands.options import JsonOption
 from waaah_agent.commands.running import _exit, _masked
 
 
 def config(
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOption = False,
     example: Annotated[
         bool, typer.Option("--example", help="Print a commented config file with every key.")
     ] = False,

@@ -1,4 +1,4 @@
-"""`waaah send`, `pause`, `resume`, `stop`, `tail`, `attach`: a running session from another shell."""
+"""`waaah send`, `pause`, `unpause`, `stop`, `tail`, `attach`: a running session from another shell."""
 
 from __future__ import annotations
 
@@ -9,19 +9,17 @@ from typing import Annotated, Any
 
 import typer
 
+from waaah_agent.commands.options import SessionOption, WorkspaceOption, deprecated
 from waaah_agent.commands.running import _exit
 from waaah_agent.errors import ExitCode
-
-SESSION = typer.Option("--session", help="The session (id or its start) when more than one runs here.")
-WORKSPACE = typer.Option("--workspace", help="Default: the current directory.")
 
 
 def send(
     prompt: Annotated[
         str, typer.Argument(help='The prompt; "-" reads it from stdin. Example: waaah send "run the tests"')
     ],
-    session: Annotated[str | None, SESSION] = None,
-    workspace: Annotated[Path | None, WORKSPACE] = None,
+    session: SessionOption = None,
+    workspace: WorkspaceOption = None,
 ) -> None:
     """Type a prompt into the running agent when it is ready.
 
@@ -77,27 +75,27 @@ def _command(name: str, said: str, session: str | None, workspace: Path | None) 
     _exit(go)
 
 
-def pause(
-    session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
-) -> None:
+def pause(session: SessionOption = None, workspace: WorkspaceOption = None) -> None:
     """Hold the continue prompts and heartbeats.
 
     The agent carries on; tasks still reach it."""
-    _command("pause", "nudges held until waaah resume", session, workspace)
+    _command("pause", "nudges held until waaah unpause", session, workspace)
 
 
-def resume(
-    session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
-) -> None:
+def unpause(session: SessionOption = None, workspace: WorkspaceOption = None) -> None:
     """Send continue prompts and heartbeats again.
 
     An agent idle at its prompt gets one continue prompt."""
+    _command("resume", "nudges again", session, workspace)  # the control record's name is unchanged
+
+
+def resume(session: SessionOption = None, workspace: WorkspaceOption = None) -> None:
+    """Old name of `waaah unpause` (removed in the next release)."""
+    deprecated("waaah resume", "waaah unpause")
     _command("resume", "nudges again", session, workspace)
 
 
-def stop(
-    session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
-) -> None:
+def stop(session: SessionOption = None, workspace: WorkspaceOption = None) -> None:
     """Save the running session and exit.
 
     As the Ctrl+C menu's "save and exit" does; waits for it (60 s)."""
@@ -105,8 +103,8 @@ def stop(
 
 
 def tail(
-    session: Annotated[str | None, SESSION] = None,
-    workspace: Annotated[Path | None, WORKSPACE] = None,
+    session: SessionOption = None,
+    workspace: WorkspaceOption = None,
     lines: Annotated[int, typer.Option("-n", "--lines", min=0, help="Lines to show first.")] = 20,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is added.")] = False,
 ) -> None:
@@ -125,9 +123,7 @@ def tail(
     _exit(go)
 
 
-def attach(
-    session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
-) -> None:
+def attach(session: SessionOption = None, workspace: WorkspaceOption = None) -> None:
     """Watch the running session's screen, read-only.
 
     Watch the running session's screen as it is drawn (read-only; Ctrl+C detaches). For a

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from waaah_agent import settings
-from waaah_agent.commands.options import _flag_only
+from waaah_agent.commands.options import CLI_NAMES, _flag_only, api_key_option, server_option
 from waaah_agent.commands.running import _exit
 from waaah_agent.errors import UsageError
 
@@ -29,7 +29,7 @@ mcp_app = typer.Typer(
     no_args_is_help=True,
 )
 
-AGENT = typer.Option("--agent", help="The CLI whose settings get the entry: gemini or claude.")
+AGENT = typer.Option(*reversed(CLI_NAMES), help="The CLI whose settings get the entry: gemini or claude.")
 
 
 def _persistent(agent: str) -> Persistent:
@@ -48,13 +48,11 @@ def install(
     agent: Annotated[str, AGENT] = "gemini",
     server: Annotated[
         str | None,
-        typer.Option(
-            "--server", help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).", show_default=False
-        ),
+        server_option(f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL})."),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", help="Written into the entry (the file becomes 0600).", show_default=False),
+        api_key_option("Written into the entry (the file becomes 0600)."),
     ] = None,
 ) -> None:
     """Add (or update) the waaah entry in a CLI's settings.
@@ -65,10 +63,9 @@ def install(
     def go() -> int:
         persistent = _persistent(agent)
         env = dict(os.environ)
-        url = server or env.get(settings.SERVER_URL) or settings.DEFAULT_SERVER_URL
-        key = api_key or env.get(settings.API_KEY)
-        entry = persistent.entry(mcp_setup.PROXY_COMMAND, settings.proxy_env(url, key))
-        choice = mcp_setup.ServerChoice(url, key, "--server" if server else "default")
+        given = settings.waaah_server(server, api_key, env)
+        entry = persistent.entry(mcp_setup.PROXY_COMMAND, settings.proxy_env(given.url, given.api_key))
+        choice = mcp_setup.ServerChoice(given.url, given.api_key, "--server" if server else "default")
         notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
         for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
             print(f"waaah: {note}")
@@ -127,16 +124,11 @@ def settle() -> None:
 def mcp_proxy(
     server: Annotated[
         str | None,
-        typer.Option(
-            "--server",
-            envvar=settings.SERVER_URL,
-            callback=_flag_only,
-            help=f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL}).",
-        ),
+        server_option(f"WAAAH server URL (default {settings.DEFAULT_SERVER_URL})."),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", envvar=settings.API_KEY, callback=_flag_only, help="API key."),
+        api_key_option("API key."),
     ] = None,
     agent_id: Annotated[
         str | None,

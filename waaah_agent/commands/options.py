@@ -1,12 +1,14 @@
 """The parser's side of the command line: arguments after `--`, `--resume [ID]`, choices and
-ranges checked as the options are read, and `--version`. settings.py still resolves the environment."""
+ranges checked as the options are read, `--version`, the options several commands share (declared
+once here) and the old spellings kept for one release. settings.py still resolves the environment."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -90,7 +92,10 @@ def _interactive_cli(ctx: typer.Context, param: typer.CallbackParam, value: str 
     known = adapters.registry()
     if value is None or (value in known and not known[value].interactive):
         return value
-    return _one_of(value, adapters.names())
+    try:
+        return _one_of(value, adapters.names())
+    except typer.BadParameter as bad:  # named as the seed spells it, whichever spelling was given
+        raise typer.BadParameter(bad.message, param_hint=f"'--start' (env var: '{param.envvar}')") from None
 
 
 def _headless_one(value: str) -> str:
@@ -125,7 +130,10 @@ def _headless_list(ctx: typer.Context, param: typer.CallbackParam, value: str | 
 
 def _any_clis(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str] | None:
     for name in value or []:
-        _one_of(name, adapters.all_names())
+        try:
+            _one_of(name, adapters.all_names())
+        except typer.BadParameter as bad:
+            raise typer.BadParameter(bad.message, param_hint="'--agent'") from None
     return value
 
 
@@ -168,3 +176,61 @@ def _version(value: bool) -> None:
             version = "unknown"
         print(f"waaah {version}")
         raise typer.Exit()
+
+
+# ----- options several commands share, declared once -----
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option("--workspace", help="The workspace (its git root). Default: the current directory."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+#: `--as NAME` where a workflow is named but not given to an agent (`waaah agent --as` also reads
+#: its variable): .agent/workflows/NAME.md in the workspace, else the bundled one.
+WorkflowOption = Annotated[
+    str,
+    typer.Option(
+        "--as", metavar="NAME", help="The workflow (.agent/workflows/NAME.md, else the bundled one)."
+    ),
+]
+SessionOption = Annotated[
+    str | None, typer.Option("--session", help="The session (id or its start) when more than one runs here.")
+]
+
+
+def server_option(purpose: str) -> Any:
+    """`--server URL`. Its variable is shown here and read in one place, settings.waaah_server."""
+    return typer.Option(
+        "--server", metavar="URL", show_default=False, help=f"{purpose}  [env var: {settings.SERVER_URL}]"
+    )
+
+
+def api_key_option(purpose: str) -> Any:
+    """`--api-key KEY`, read with its variable in settings.waaah_server (never logged)."""
+    return typer.Option("--api-key", metavar="KEY", help=f"{purpose}  [env var: {settings.API_KEY}]")
+
+
+#: The CLI's option: `--start` (as `waaah agent` has it) and `--agent` are one option everywhere.
+CLI_NAMES = ("--start", "--agent")
+
+
+# ----- old spellings: they work for one release and say so in one line on stderr -----
+
+
+def deprecated(old: str, new: str) -> None:
+    """The one line an old spelling prints: on stderr, so `waaah run`'s stdout stays its JSON."""
+    print(
+        f"waaah: '{old}' is deprecated and will be removed in the next release; use '{new}'", file=sys.stderr
+    )
+
+
+def renamed(new: str) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
+    """The callback of an option kept under its old name (hidden from --help): given on the
+    command line, it says once to use ``new`` instead."""
+
+    def warn(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value and getattr(ctx.get_parameter_source(param.name or ""), "name", "") == "COMMANDLINE":
+            deprecated(param.opts[0], new)
+        return value
+
+    return warn

@@ -9,43 +9,41 @@ from typing import Annotated
 
 import typer
 
-from waaah_agent.commands.options import POSITIVE
+from waaah_agent.commands.options import POSITIVE, JsonOption, WorkspaceOption
 from waaah_agent.commands.running import _exit, _masked
 from waaah_agent.errors import ExitCode
 
 
 def sessions(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
+    wanted: Annotated[
+        str | None,
+        typer.Argument(help="Show only the tree holding this run or session id.", show_default=False),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
+    paths: Annotated[
+        bool, typer.Option("--paths", help="Each run's log path under it. Example: waaah sessions ID --paths")
+    ] = False,
 ) -> None:
     """List this workspace's sessions and runs as a tree.
 
     Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
-    id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
+    id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah sessions ID
     --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
-    from waaah_agent.runtime.oneshot import run_trees, runlog
-    from waaah_agent.runtime.private import check_state
-    from waaah_agent.runtime.workspace import workspace_root
 
     def show() -> int:
-        root = workspace_root(workspace)
-        check_state(root / ".waaah")  # someone else's state: one line, nothing of it shown
-        run_trees.check_log_dir(root, write=False)  # WAAAH_LOG_DIR
-        roots = runlog.tree(root)
-        shown = json.dumps([r.to_json() for r in roots], indent=2) if as_json else runlog.render_tree(roots)
-        print(_masked(shown))
+        from waaah_agent.runtime.oneshot import listing
+        from waaah_agent.runtime.workspace import workspace_root
+
+        print(_masked(listing.show(workspace_root(workspace), wanted, paths, as_json)))
         return 0
 
     _exit(show)
 
 
 def status(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Show what the running (else the newest) session is doing.
 
@@ -90,9 +88,7 @@ def replay(
             "--out", help="Write the asciicast to this file (- for standard output) instead of playing it."
         ),
     ] = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
+    workspace: WorkspaceOption = None,
 ) -> None:
     """Replay a session's screen from any point of the night.
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from waaah_agent.commands.options import WorkspaceOption
 from waaah_agent.commands.running import _exit, _masked
 
 
@@ -33,9 +34,7 @@ def report(
             help="Also write the page here (no network needed to view it). Example: --html night.html",
         ),
     ] = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
+    workspace: WorkspaceOption = None,
 ) -> None:
     """Show the night at a glance: time, tasks, nudges, restarts.
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from waaah_agent import settings
-from waaah_agent.commands.options import NOT_NEGATIVE, _flag_only
+from waaah_agent.commands.options import NOT_NEGATIVE, JsonOption, WorkspaceOption, _flag_only
 from waaah_agent.commands.running import _exit, _masked
 from waaah_agent.core.oneshot.routing import ROLES, Route
 
@@ -45,10 +45,8 @@ def route(
     task: Annotated[
         str, typer.Option("--task", help="What the work is; its words may pick another chain.")
     ] = "",
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Recommend a CLI and its fallbacks for a role.
 
@@ -87,10 +85,8 @@ def _route_text(found: Route, path: Path | None) -> str:
 
 
 def quota(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Show the last usage limit known per CLI.
 

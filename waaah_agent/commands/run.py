@@ -12,13 +12,16 @@ import typer
 
 from waaah_agent import settings
 from waaah_agent.commands.options import (
+    CLI_NAMES,
     FORMATS,
     HEADLESS_CLIS,
     POSITIVE,
+    WorkspaceOption,
     _cli_args,
     _flag_only,
     _format,
     _headless_cli,
+    renamed,
 )
 from waaah_agent.commands.route import CooldownOption, RoleOption, _from_env
 from waaah_agent.commands.run_callers import (
@@ -61,7 +64,7 @@ def run(
     agent: Annotated[
         str | None,
         typer.Option(
-            "--agent",
+            *reversed(CLI_NAMES),
             envvar=settings.DEFAULT_AGENT_VAR,
             callback=_headless_cli,
             metavar=HEADLESS_CLIS,
@@ -87,36 +90,32 @@ def run(
             "appends to its log.",
         ),
     ] = None,
-    resume_run: Annotated[
+    continue_from: Annotated[
         str | None,
         typer.Option(
-            "--resume",
+            "--continue-from",
             help="Start a new session (of any CLI) with an earlier run (its log id or session id) "
-            "replayed before the prompt. Example: --resume <log_id> --agent claude",
+            "replayed before the prompt. Example: --continue-from <log_id> --agent claude",
         ),
     ] = None,
-    resume_tree: Annotated[
+    continue_from_tree: Annotated[
         str | None,
         typer.Option(
-            "--resume-tree",
-            help="As --resume, with every run under it (by --parent) too, in tree order. "
-            "Example: --resume-tree <log_id>",
+            "--continue-from-tree",
+            help="As --continue-from, with every run under it (by --parent) too, in tree order. "
+            "Example: --continue-from-tree <log_id>",
         ),
+    ] = None,
+    old_resume: Annotated[
+        str | None, typer.Option("--resume", hidden=True, callback=renamed("--continue-from"))
+    ] = None,
+    old_resume_tree: Annotated[
+        str | None, typer.Option("--resume-tree", hidden=True, callback=renamed("--continue-from-tree"))
     ] = None,
     list_runs: Annotated[
-        bool,
-        typer.Option(
-            "--list",
-            help="Print the tree of runs and sessions instead of running (the argument, if any, is "
-            "the id of the one tree to show; --format json: as JSON). Example: waaah run --list <id> --paths",
-        ),
+        bool, typer.Option("--list", hidden=True, callback=renamed("waaah sessions"))
     ] = False,
-    paths: Annotated[
-        bool,
-        typer.Option(
-            "--paths", help="With --list: each run's log path under it. Example: waaah run --list --paths"
-        ),
-    ] = False,
+    paths: Annotated[bool, typer.Option("--paths", hidden=True)] = False,
     parent: Annotated[
         str | None,
         typer.Option(
@@ -152,10 +151,7 @@ def run(
             help="json (the envelope), text (the answer) or llm (for a model). Example: --format text",
         ),
     ] = "json",
-    workspace: Annotated[
-        Path | None,
-        typer.Option("--workspace", help="Run here (its git root). Default: the current directory."),
-    ] = None,
+    workspace: WorkspaceOption = None,
     pass_env: Annotated[
         list[str] | None,
         typer.Option(
@@ -238,8 +234,8 @@ def run(
     (docs/run.md). The
     prompt can carry an agent file and persona, a skill, context; --model is resolved per CLI
     (providers.yaml, aliases); --dry-run shows it all and starts nothing; --stream prints JSON
-    lines as the run goes; --resume/--resume-tree replay earlier runs into a new session of any
-    CLI; --list shows the trees of runs. Anything after `--` goes to the CLI. Each run is logged
+    lines as the run goes; --continue-from/--continue-from-tree replay earlier runs into a new
+    session of any CLI (`waaah sessions` lists them). Anything after `--` goes to the CLI. Each run is logged
     to .waaah/runs/<day>/<log id>.jsonl (or under WAAAH_LOG_DIR).
     """
     from waaah_agent.runtime.oneshot import run as oneshot
@@ -256,7 +252,7 @@ def run(
         )
 
     if paths and not list_runs:
-        raise typer.BadParameter("only with --list (waaah run --list [ID] --paths)", param_hint="'--paths'")
+        raise typer.BadParameter("only with --list (waaah sessions [ID] --paths)", param_hint="'--paths'")
     if list_runs:
         # json is the envelope's default format: the tree is text unless --format json is given.
         source = getattr(ctx.get_parameter_source("fmt"), "name", "")
@@ -291,8 +287,10 @@ def run(
         breaker_cooldown=breaker_cooldown,
         max_tokens=max_tokens,
         max_cost=max_cost,
-        resume=resume_run,
-        resume_tree=resume_tree,
+        continue_from=_one_of(continue_from, old_resume, "--continue-from", "--resume"),
+        continue_from_tree=_one_of(
+            continue_from_tree, old_resume_tree, "--continue-from-tree", "--resume-tree"
+        ),
         inputs=RunInputs(
             agent_file=agent_file,
             persona=persona,
@@ -352,8 +350,18 @@ def _enveloped(action: Callable[[], int], fmt: str) -> Callable[[], int]:
 
 
 def _list(wanted: str | None, workspace: Path | None, paths: bool, as_json: bool) -> int:
-    from waaah_agent.runtime.oneshot import run_trees
+    """The old `waaah run --list [ID] [--paths]`: what `waaah sessions` prints."""
+    from waaah_agent.runtime.oneshot import listing
     from waaah_agent.runtime.workspace import workspace_root
 
-    print(_masked(run_trees.list_text(workspace_root(workspace), wanted, paths, as_json)))
+    print(_masked(listing.show(workspace_root(workspace), wanted, paths, as_json)))
     return 0
+
+
+def _one_of(new: str | None, old: str | None, new_name: str, old_name: str) -> str | None:
+    """An option given by its name or its old one (not both, unless with the same value)."""
+    if new is not None and old is not None and new != old:
+        raise typer.BadParameter(
+            f"give {new_name} once ({old_name} is its old name)", param_hint=f"'{old_name}'"
+        )
+    return new if new is not None else old

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from waaah_agent import settings
+from waaah_agent.commands.options import CLI_NAMES, JsonOption, WorkflowOption, WorkspaceOption
 from waaah_agent.commands.running import _exit
 
 service_app = typer.Typer(
@@ -23,11 +25,9 @@ service_app = typer.Typer(
 
 @service_app.command()
 def install(
-    start: Annotated[str, typer.Option("--start", help="The agent CLI, as for waaah agent.")],
-    workflow: Annotated[str, typer.Option("--as", help="The workflow.")] = "waaah-orc",
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Default: the current directory.")
-    ] = None,
+    start: Annotated[str, typer.Option(*CLI_NAMES, help="The agent CLI, as for waaah agent.")],
+    workflow: WorkflowOption = settings.DEFAULT_WORKFLOW,
+    workspace: WorkspaceOption = None,
     name: Annotated[
         str | None,
         typer.Option(
@@ -95,7 +95,7 @@ def install(
 @service_app.command()
 def status(
     name: Annotated[str | None, typer.Argument(help="One service's name; none: list them all.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="The list as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show every agent of the crew with its state.
 

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
+from waaah_agent.core.session_fields import REQUIRED, field_problem, kind
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
 from waaah_agent.runtime.supervise.send_queue import SendQueue
@@ -58,7 +59,7 @@ class SessionState:
     next_heartbeat: str = ""  # ISO time the next heartbeat prompt is due if the agent stays idle
     server_down: str = ""  # why the WAAAH server cannot be reached now ("" when it can)
     server_down_since: str = ""  # ISO time it went down
-    paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah resume`
+    paused: bool = False  # `waaah pause`: continue prompts and heartbeats held until `waaah unpause`
     # Prompts of `waaah send` not typed yet: kept in queue.jsonl beside session.json (runtime/
     # send_queue.py); only an older waaah's are saved here.
     queued: list[str] = field(default_factory=list)
@@ -96,7 +97,7 @@ class SessionState:
     def from_json(cls, data: Any) -> SessionState:
         """The state in ``data``, every field of its type (else ``ValueError`` naming the field)."""
         if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, found {_kind(data)}")
+            raise ValueError(f"expected a JSON object, found {kind(data)}")
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"unknown schema version {data.get('schema')!r}")
         for name in REQUIRED:
@@ -113,7 +114,7 @@ class SessionState:
         if "token_models" in values and not (
             isinstance(values["token_models"], dict)
             and all(
-                isinstance(f, dict) and all(_field_problem("tokens", c) == "" for c in f.values())
+                isinstance(f, dict) and all(field_problem("tokens", c) == "" for c in f.values())
                 for f in values["token_models"].values()
             )
         ):
@@ -121,66 +122,10 @@ class SessionState:
         if "cli_release" in values and not isinstance(values["cli_release"], dict):
             del values["cli_release"]  # asked again at every start
         for name, value in values.items():
-            problem = _field_problem(name, value)
+            problem = field_problem(name, value)
             if problem:
                 raise ValueError(f"'{name}' {problem} (found {value!r:.60})")
         return cls(**values)
-
-
-REQUIRED = ("id", "agent", "workflow", "workspace", "native_session_id")
-_STRINGS = {
-    "id", "agent", "workflow", "workspace", "native_session_id", "agent_id", "server_url",
-    "status", "created", "updated", "log_path", "cast_path", "first_prompt", "first_task",
-    "ended", "end_reason",
-}  # fmt: skip
-_INTS = {"restarts", "nudges", "supervisor_pid", "agent_pid", "schema"}
-_BOOLS = {"workflow_delivered", "workflow_pending", "paused"}
-_STRING_LISTS = {"argv", "output_tail", "queued"}
-_TIMES = {"limit_until", "next_heartbeat", "server_down_since"}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _field_problem(name: str, value: Any) -> str:
-    """Why ``value`` cannot be the session field ``name`` ("" when it can)."""
-    if name in _STRINGS and not isinstance(value, str):
-        return "must be a string"
-    if name in _INTS and not (_is_int(value) and value >= 0):
-        return "must be a whole number >= 0"
-    if name == "exit_code" and not (value is None or _is_int(value)):
-        return "must be a whole number or null"
-    if name in _BOOLS and not isinstance(value, bool):
-        return "must be true or false"
-    if name in _STRING_LISTS and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        return "must be a list of strings"
-    if name == "tokens" and not (
-        isinstance(value, dict) and all(isinstance(k, str) and _is_int(v) for k, v in value.items())
-    ):
-        return "must map names to whole numbers"
-    if name == "token_files" and not (
-        isinstance(value, dict)
-        and all(isinstance(k, str) and _field_problem("tokens", v) == "" for k, v in value.items())
-    ):
-        return "must map transcript paths to token counts"
-    if name in _TIMES:
-        if not isinstance(value, str):
-            return "must be an ISO time or empty"
-        if value:
-            try:
-                when = datetime.fromisoformat(value)
-            except ValueError:
-                return "must be an ISO time or empty"
-            if when.tzinfo is None:
-                return "must be an ISO time with its UTC offset"
-    return ""
 
 
 class CorruptSession(Exception):

@@ -1,7 +1,8 @@
 """The night at a glance, from a session's events: what the agent did when, and what we did about it.
 
 Pure: event dicts (as ``events.jsonl`` holds them, ``ts`` already turned into epoch seconds
-under ``t``) in, a :class:`Night` out. runtime/night_html.py draws it; `waaah report` prints it.
+under ``t``) in, a :class:`Night` out. runtime/night/html.py draws it; its records are in
+core/night/records.py; `waaah report` prints it.
 
 Bounded, however long the night: events are taken one at a time, in the order they were
 written (an event dated before the one it follows counts at that one's time), and never kept.
@@ -23,9 +24,19 @@ a limit waited out) is a marker with its cause.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from waaah_agent.core.night.records import (
+    Kept,
+    Marker,
+    Night,
+    Nudge,
+    Restart,
+    Sample,
+    Stretch,
+    Task,
+    clipped,
+)
 from waaah_agent.core.prices import Prices, cost_of
 from waaah_agent.core.printable import one_line
 
@@ -41,8 +52,6 @@ KIND_OF_STATE = {
     "exiting": "restarting",
     "exited": "restarting",
 }
-#: The kinds in the order a legend shows them.
-KINDS = ("working", "in the loop", "idle", "needs someone", "usage limit", "restarting", "starting")
 #: Events that are interventions of ours, and how a marker names them.
 INTERVENTIONS = {
     "nudge": "nudge",
@@ -69,125 +78,6 @@ MIN_PER_SESSION = 200
 MARKER_CAP = 2000
 ROW_CAP = 500  # rows of each table (tasks, nudges, restarts)
 TOKEN_CAP = 1000  # token points per session
-TEXT_CAP = 300  # characters of a cause, a reason, a task id
-
-T = TypeVar("T")
-
-
-class Sample(Generic[T]):
-    """At most ``cap`` of a stream of items, evenly spread over it: when full, every other one
-    kept is dropped, and from then on only every other new one is kept (the stride doubles).
-    ``seen`` counts them all."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.items: list[T] = []
-        self.seen = 0
-        self._stride = 1
-
-    def add(self, item: T) -> None:
-        if self.seen % self._stride == 0:
-            self.items.append(item)
-            if len(self.items) > self.cap:
-                self.items = self.items[::2]
-                self._stride *= 2
-        self.seen += 1
-
-
-def _text(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= TEXT_CAP else text[: TEXT_CAP - 1] + "…"
-
-
-@dataclass(frozen=True)
-class Stretch:
-    session: str
-    start: float
-    end: float
-    kind: str
-    why: str = ""
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, self.end - self.start)
-
-
-@dataclass(frozen=True)
-class Marker:
-    session: str
-    t: float
-    kind: str
-    cause: str
-
-
-@dataclass(frozen=True)
-class Task:
-    session: str
-    task_id: str
-    start: float
-    end: float | None
-    outcome: str  # "answered", "blocked", "back in the loop", "unfinished"
-
-
-@dataclass(frozen=True)
-class Nudge:
-    session: str
-    t: float
-    kind: str
-    reason: str
-    answered: bool  # the agent was back in wait_for_prompt before the next nudge (or the end)
-
-
-@dataclass(frozen=True)
-class Restart:
-    session: str
-    t: float
-    after: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Kept:
-    session: str
-    t: float
-    what: str  # the task id, or the EVICT's action
-    how: str
-
-
-@dataclass
-class Night:
-    sessions: list[str] = field(default_factory=list)
-    start: float = 0.0
-    end: float = 0.0
-    stretches: list[Stretch] = field(default_factory=list)
-    markers: list[Marker] = field(default_factory=list)  # a sample (see Sample)
-    tasks: list[Task] = field(default_factory=list)  # a sample: the numbers are below
-    nudges: list[Nudge] = field(default_factory=list)
-    restarts: list[Restart] = field(default_factory=list)
-    kept: list[Kept] = field(default_factory=list)  # tasks the session link kept or brought back
-    tokens: list[tuple[float, int, int]] = field(default_factory=list)  # (t, input, output), running totals
-    # (t, US dollars), the running cost at the user's prices (empty without a price table)
-    costs: list[tuple[float, float]] = field(default_factory=list)
-    unpriced: list[str] = field(default_factory=list)  # models the table has no price for
-    # Each session's token totals as its events said them: (t, session, input, output, per model)
-    token_points: list[tuple[float, str, int, int, dict[str, dict[str, int]]]] = field(
-        default_factory=list, repr=False
-    )
-    # The exact numbers: seconds in each kind, and how many tasks, nudges (answered), restarts.
-    spent: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def shares(self) -> dict[str, float]:
-        """The share of the night (0..1) spent in each kind; kinds never seen are left out."""
-        total = sum(self.spent.values())
-        return {k: self.spent[k] / total for k in KINDS if k in self.spent and total > 0}
-
-    def seconds(self) -> dict[str, float]:
-        return {k: self.spent[k] for k in KINDS if k in self.spent}
-
-    def count(self, what: str) -> int:
-        """``tasks``, ``nudges``, ``answered``, ``restarts`` or ``kept``: all of them, not only those listed."""
-        return self.counts.get(what, 0)
 
 
 def read_night(
@@ -270,7 +160,7 @@ class _Session:
             return
         if t > self.since:
             self.stretch(Stretch(self.name, self.since, t, self.kind, self.why))
-        self.kind, self.why, self.since = new_kind, _text(new_why), t
+        self.kind, self.why, self.since = new_kind, clipped(new_why), t
 
     def stretch(self, s: Stretch) -> None:
         self.night.spent[s.kind] = self.night.spent.get(s.kind, 0.0) + s.seconds
@@ -311,7 +201,9 @@ class _Session:
         elif name_ == "restart":
             self.override = "restarting"
             self.cut(t, self.override, f"after {e.get('after', '?')}")
-            self.rows["restarts"].add(Restart(name, t, _text(e.get("after", "")), _text(e.get("reason", ""))))
+            self.rows["restarts"].add(
+                Restart(name, t, clipped(e.get("after", "")), clipped(e.get("reason", "")))
+            )
         elif name_ == "start":
             if self.override == "restarting":
                 self.override = None
@@ -324,25 +216,25 @@ class _Session:
                 self.end_task(t, self.task["outcome"])
             self.end_nudge(True)
         elif name_ == "mcp-tool_end" and e.get("tool") == "wait_for_prompt" and e.get("outcome") == "task":
-            self.task = {"id": _text(e.get("task_id") or "?"), "start": t, "outcome": "back in the loop"}
+            self.task = {"id": clipped(e.get("task_id") or "?"), "start": t, "outcome": "back in the loop"}
         elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") in ANSWERS:
             self.task["outcome"] = "answered"
         elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") == "block_task":
             self.task["outcome"] = "blocked"
         elif name_ in LINK_EVENTS:
-            self.rows["kept"].add(Kept(name, t, _text(_kept(e)), LINK_EVENTS[name_]))
+            self.rows["kept"].add(Kept(name, t, clipped(_kept(e)), LINK_EVENTS[name_]))
         elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
             self.took_tokens(t, e)
         if name_ in INTERVENTIONS:
-            self.markers.add(Marker(name, t, INTERVENTIONS[name_], _text(_cause(name_, e))))
+            self.markers.add(Marker(name, t, INTERVENTIONS[name_], clipped(_cause(name_, e))))
         if name_ == "nudge":
             self.end_nudge(False)  # an earlier one not followed by a wait went unanswered
-            self.nudge = Nudge(name, t, _text(e.get("kind", "")), _text(e.get("reason", "")), False)
+            self.nudge = Nudge(name, t, clipped(e.get("kind", "")), clipped(e.get("reason", "")), False)
 
     def took_tokens(self, t: float, e: Mapping[str, Any]) -> None:
         models = e.get("models")
         per_model = (
-            {_text(m): c for m, c in models.items() if isinstance(c, dict)}
+            {clipped(m): c for m, c in models.items() if isinstance(c, dict)}
             if isinstance(models, dict)
             else {}
         )

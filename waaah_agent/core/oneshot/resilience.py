@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from waaah_agent.core import failures as F
+from waaah_agent.core.backoff import backoff
 from waaah_agent.core.failures import Failure
 from waaah_agent.core.oneshot.breaker import COUNTED, Breaker, BreakerConfig, BreakerState
 
@@ -66,12 +67,6 @@ class Step:
     action: Literal["retry", "fallback", "stop"]
     delay: float = 0.0
     reason: str = ""
-
-
-def backoff(attempt: int, base: float, cap: float, jitter: float, rand: float) -> float:
-    """Delay before retry number ``attempt`` (1-based); ``rand`` in [0, 1) spreads it by +-jitter."""
-    delay = min(cap, base * 2.0 ** max(0, attempt - 1))
-    return max(0.0, delay * (1 + jitter * (2 * rand - 1)))
 
 
 def next_step(

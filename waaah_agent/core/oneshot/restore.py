@@ -1,4 +1,4 @@
-"""`waaah run --resume` / `--resume-tree`: earlier runs replayed as context for a new session.
+"""`waaah run --continue-from` / `--continue-from-tree`: earlier runs replayed as context for a new session.
 
 Pure: which runs a tree holds and in what order (``tree_order``), what of a logged prompt was the
 user's own (``own_prompt``), and the text put before the new prompt (``replay_text``), cut to
@@ -66,7 +66,7 @@ def tree_order(items: Sequence[Item], root: str) -> list[tuple[Item, int]]:
 
 def own_prompt(logged: str) -> str:
     """A logged prompt without what `waaah run` put before it, in the order it is written: the
-    agent file's block (--agent-file), the context file's block and the runs an earlier --resume
+    agent file's block (--agent-file), the context file's block and the runs an earlier --continue-from
     replayed (they are replayed from their own logs, not again)."""
     text = logged
     blocks = (

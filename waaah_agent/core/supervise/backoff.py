@@ -1,4 +1,5 @@
-"""Restart backoff: exponential with jitter, reset after a stable run, a budget per window.
+"""Restart backoff: exponential with jitter (core/backoff.py's formula), reset after a stable run,
+a budget per window.
 
 Pure: the caller passes the time and a random number in [0, 1).
 """
@@ -6,6 +7,8 @@ Pure: the caller passes the time and a random number in [0, 1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from waaah_agent.core.backoff import backoff
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ class Restarts:
                 0.0,
                 f"{len(self.history)} restarts in the last {cfg.window / 60:.0f} minutes: giving up",
             )
-        ceiling = min(cfg.cap, cfg.base * 2**self.consecutive)
-        delay = ceiling / 2 + rand * ceiling / 2  # jitter: between half and all of the ceiling
+        # jitter: between half and all of the ceiling
+        delay = backoff(self.consecutive + 1, cfg.base, cfg.cap, 0.5, rand, under_cap=True)
         self.consecutive += 1
         self.history.append(now)
         return RestartDecision(

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.core.night.report import Night, duration, read_night, summary_lines
+from waaah_agent.core.night.records import Night
+from waaah_agent.core.night.report import duration, read_night, summary_lines
 from waaah_agent.core.oneshot.streams import Lines
 from waaah_agent.core.prices import Prices
 from waaah_agent.errors import SessionNotFound as NoSession
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import price_file
-from waaah_agent.runtime.oneshot import runlog
+from waaah_agent.runtime.oneshot import listing
 from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
 from waaah_agent.runtime.workspace import git_root
 from waaah_agent.safe_read import open_regular, why
@@ -138,7 +139,7 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
     """The `waaah run` trees under these sessions (and the runs on their own of the same days)."""
     rows: list[dict[str, Any]] = []
 
-    def walk(node: runlog.Node, depth: int) -> None:
+    def walk(node: listing.Node, depth: int) -> None:
         if node.kind == "run":  # a run's duration is in its envelopes, a session's in its night
             took: Any = node.duration_ms / 1000 if node.duration_ms is not None else None
         else:
@@ -156,7 +157,7 @@ def run_rows(workspace: Path, sessions: list[str]) -> list[dict[str, Any]]:
         for child in node.children:
             walk(child, depth + 1)
 
-    for root in runlog.tree(workspace):
+    for root in listing.tree(workspace):
         if root.id in sessions or root.kind == "run":
             if root.kind == "session" and not root.children:
                 continue

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from waaah_agent.core.night.report import KINDS, TEXT_CAP, Night, duration
+from waaah_agent.core.night.records import KINDS, TEXT_CAP, Night
+from waaah_agent.core.night.report import duration
 from waaah_agent.core.printable import one_line
 
 #: A colour per kind (the legend's order is KINDS).

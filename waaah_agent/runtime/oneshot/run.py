@@ -28,7 +28,7 @@ from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.errors import CliNotFound, LoginRequired, SessionNotFound, UsageError, WaaahError
 from waaah_agent.runtime import price_file
-from waaah_agent.runtime.oneshot import providers, routes, run_inputs, run_trees, runlog
+from waaah_agent.runtime.oneshot import listing, providers, routes, run_inputs, run_trees, runlog
 from waaah_agent.runtime.oneshot.headless import Interrupted
 from waaah_agent.runtime.oneshot.run_attempts import Chain, pick
 from waaah_agent.runtime.oneshot.run_io import (
@@ -51,14 +51,14 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         raise UsageError(f"--stream prints JSON lines: it needs --format json, not --format {opts.format}")
     for flag, given in (
         ("--session", opts.session),
-        ("--resume", opts.resume),
-        ("--resume-tree", opts.resume_tree),
+        ("--continue-from", opts.continue_from),
+        ("--continue-from-tree", opts.continue_from_tree),
     ):
         if given is not None and (refused := names.refusal(f"{flag} id", given.strip())):
             raise UsageError(refused)  # an id names a log file and goes to the CLI as an argument
     workspace = workspace_root(opts.workspace)
     check_state(workspace / ".waaah")  # runs and sessions someone else could have planted: not read
-    run_trees.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
+    runlog.check_log_dir(workspace, write=not opts.inputs.dry_run)  # a dry run makes nothing
     restored = run_trees.for_run(opts, workspace)
     warnings: list[str] = []
     try:
@@ -71,13 +71,13 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     resumed = runlog.find_run(workspace, opts.session) if opts.session else None
     if opts.session and resumed is None:
         supervised = next(
-            (n for n in runlog.nodes(workspace) if n.kind == "session" and n.id == opts.session), None
+            (n for n in listing.nodes(workspace) if n.kind == "session" and n.id == opts.session), None
         )
         if supervised is not None:  # listed by `waaah sessions`, but not a conversation of waaah run
             raise SessionNotFound(
                 f"--session {opts.session} is a supervised session, not a run: carry it on with "
                 f"waaah agent --start={supervised.agent} --resume {opts.session}, or give it to a new run "
-                f"as context with --resume-tree {opts.session}"
+                f"as context with --continue-from-tree {opts.session}"
             )
         raise SessionNotFound(
             f"unknown session id '{opts.session}': no run with that id in {runlog.runs_root(workspace)} "
@@ -87,7 +87,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         raise SessionNotFound(  # the other CLI would only say it knows no such session
             f"--session {opts.session} is a {resumed.agent} conversation, which {opts.agent} cannot "
             f"continue: drop --agent {opts.agent}, or give {opts.agent} that run as context with "
-            f"--resume {opts.session}"
+            f"--continue-from {opts.session}"
         )
     routed, fallback, route_note = None, list(opts.fallback), None
     if opts.role and not opts.agent and resumed is None:  # --agent and --session win over --role
@@ -115,7 +115,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         prices = price_file.required(env, "--max-cost") if needed else price_file.load(env)[0]
     layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
     parent = settings.parent_id(opts.parent, env)
-    if parent and not runlog.known_id(workspace, parent):
+    if parent and not listing.known_id(workspace, parent):
         if opts.parent:
             raise SessionNotFound(
                 f"unknown parent id '{parent}': no run or supervised session with that id in {workspace} "

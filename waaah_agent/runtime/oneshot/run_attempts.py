@@ -1,5 +1,6 @@
 """`waaah run`'s chain of attempts: each CLI of the chain gets its share of the time budget,
-its attempts (retries, a model retry), the breaker's word, and the envelope at the end.
+its attempts (retries, a model retry), the breaker's word, and the envelope at the end
+(runtime/oneshot/run_envelope.py).
 
 The decisions are pure (core/resilience.py: retry / fallback / stop; core/failures.py: what
 went wrong; core/models.py: a model retry; core/run_budget.py: whether another attempt may
@@ -14,7 +15,7 @@ import random
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,49 +24,22 @@ from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter, Headless
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure, classify
-from waaah_agent.core.oneshot import models, outputs, present
-from waaah_agent.core.oneshot.resilience import cli_share, max_attempts, next_step
+from waaah_agent.core.oneshot import models
+from waaah_agent.core.oneshot.resilience import cli_share, next_step
 from waaah_agent.core.oneshot.run_budget import RunBudget, attempt_cost
 from waaah_agent.core.oneshot.streams import StreamSummary, Tokens
 from waaah_agent.core.prices import Prices
 from waaah_agent.core.redact import Redactor
-from waaah_agent.errors import CliNotFound, UsageError, run_exit_code
+from waaah_agent.errors import CliNotFound, UsageError
 from waaah_agent.runtime import clis
-from waaah_agent.runtime.oneshot import cli_env, run_reasoning, runlog
+from waaah_agent.runtime.oneshot import cli_env, run_envelope, runlog
+from waaah_agent.runtime.oneshot.breakers import RunBreakers
 from waaah_agent.runtime.oneshot.headless import KILL_GRACE, Interrupted, InterruptedRun, Outcome, run_cli
-from waaah_agent.runtime.oneshot.run_breakers import RunBreakers
+from waaah_agent.runtime.oneshot.run_envelope import Attempt
 from waaah_agent.runtime.oneshot.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.oneshot.run_stream import LineOut
 from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.supervise.startup import find_binary, not_executable_message
-
-
-@dataclass
-class Attempt:
-    agent: str
-    session_id: str
-    outcome: str  # "ok", an error type, or "skipped"
-    exit_code: int | None = None
-    duration_ms: int = 0
-    error: str = ""
-    waited_s: float = 0.0
-    model_resolution: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "agent": self.agent,
-            "session_id": self.session_id,
-            "outcome": self.outcome,
-            "exit_code": self.exit_code,
-            "duration_ms": self.duration_ms,
-        }
-        if self.error:
-            out["error"] = self.error
-        if self.waited_s:
-            out["waited_s"] = round(self.waited_s, 2)
-        if self.model_resolution:
-            out["model_resolution"] = self.model_resolution
-        return out
 
 
 def pick(name: str) -> tuple[Adapter, Headless]:
@@ -333,7 +307,7 @@ class Chain:
             env.setdefault(key, value)
         env.update(self.opts.cli_env)  # --env KEY=VAL: the caller's own, for this CLI
         env[settings.PARENT_ID] = self.log_id  # a nested `waaah run` links under this one
-        earlier = session_total(self.log.path, adapter.name, session_id) if resume else None
+        earlier = run_envelope.session_total(self.log.path, adapter.name, session_id) if resume else None
         # The CLI's own session files, kept before it resumes them (runtime/session_keep.py).
         kept = (
             keeper_for(
@@ -381,7 +355,7 @@ class Chain:
         finally:
             if kept is not None:
                 kept.after()  # what the CLI removed or emptied of its session is put back
-        self.this_runs_tokens(adapter.name, outcome.summary, resume, earlier)
+        run_envelope.this_runs_tokens(self.log, adapter.name, outcome.summary, resume, earlier)
         self.record_outcome(adapter.name, outcome)
         return outcome
 
@@ -389,24 +363,6 @@ class Chain:
         """What the keeper of a resumed session did: a warning of the envelope, said once."""
         if text not in self.warnings:
             self.warnings.append(text)
-
-    def this_runs_tokens(
-        self, agent: str, summary: StreamSummary, resume: bool, earlier: Tokens | None
-    ) -> None:
-        """A CLI that reports its session's running total (codex) gets the total an earlier run
-        of this log reported for the session taken off; without one the total stays, noted in
-        the log."""
-        if not (resume and summary.tokens_cumulative):
-            return
-        if earlier is None:
-            self.log.write(
-                "tokens_note",
-                agent=agent,
-                note="the CLI reports its session's running total and this log holds no earlier "
-                "total of that session: the tokens include its earlier turns",
-            )
-            return
-        summary.tokens = summary.tokens.since(earlier)
 
     def record_outcome(self, agent: str, outcome: Outcome) -> None:
         self.tokens = self.tokens + outcome.summary.tokens
@@ -424,65 +380,13 @@ class Chain:
         self.last = (agent, outcome.summary)
         self.last_stderr = self.redact(outcome.stderr)
 
+    def envelope(self, error_type: F.ErrorType | None, error: str) -> dict[str, Any]:
+        return run_envelope.envelope(self, error_type, error)
+
     def model_of(self, agent: str) -> str:
         """The model ``agent`` was last started with ("" for its own default, or not started)."""
         found = self.models.get(agent)
         return (found.model if found else None) or ""
-
-    def envelope(self, error_type: F.ErrorType | None, error: str) -> dict[str, Any]:
-        agent, summary = self.last if self.last else (self.tried[-1] if self.tried else "", StreamSummary())
-        last = next((a for a in reversed(self.attempts) if a.outcome != "skipped"), None)
-        skill = self.opts.inputs.skill
-        envelope: dict[str, Any] = {
-            "version": present.ENVELOPE_VERSION,
-            "ok": error_type is None,
-            "response": summary.response if error_type is None else "",
-            "session_id": summary.session_id or (last.session_id if last else ""),
-            "reasoning": "",
-            "tokens_used": {},
-            "metadata": {},
-            "model_resolution": self.models[agent].text() if agent in self.models else "",
-            **({"skill": skill} if skill else {}),
-            "agent": agent,
-            "model": summary.model or self.model_of(agent),
-            "parent_id": None,
-            "log_id": self.log_id,
-            "duration_ms": 0,
-            "tokens": self.tokens.to_json(),
-            "tool_activity": summary.tools.to_json(),
-            "attempts": [a.to_json() for a in self.attempts],
-            "fallback_chain": list(self.tried),
-            "used_fallback": any(a.agent != self.primary and a.outcome != "skipped" for a in self.attempts),
-            "max_attempts": max_attempts(len(self.chain), self.opts.retry),
-            "circuit_state": self.breakers.state(agent, time.time()) if agent else "none",
-            "stderr": outputs.stderr_tail(self.last_stderr),
-            "exit_code": 0,
-        }
-        if self.budget:
-            spent = self.spent or self.budget.spent(self.tokens, self.cost)
-            envelope["budget"] = self.budget.to_json(self.tokens, self.cost, spent)
-            if spent and error_type is None:
-                self.warnings.append(f"the answer went over the run's budget ({spent})")
-        if error_type is not None:
-            outputs.add_error(envelope, error_type, self.redact(error), run_exit_code(error_type))
-        else:
-            sid = envelope["session_id"]  # the reasoning: the stream's, else the CLI's session file's
-            thought = run_reasoning.for_envelope(summary, agent, self.env, self.workspace, sid)
-            outputs.add_fields(envelope, self.tokens, summary.tools, *thought, agent=agent)
-        # What is printed is masked as the log is: the answer may repeat a secret of the
-        # environment (a model that read a file, a CLI that echoed a variable).
-        masked: dict[str, Any] = self.redact.value(envelope)  # type: ignore[assignment]
-        return masked
-
-
-def session_total(path: Path, agent: str, session_id: str) -> Tokens | None:
-    """The running token total that the last attempt logged in ``path`` with ``agent`` reported
-    for ``session_id``, for CLIs whose usage is the session's running total (codex); else None."""
-    found = None
-    for name, summary in run_reasoning.replayed(path):  # in log order
-        if name == agent and summary.tokens_cumulative and summary.session_id == session_id:
-            found = summary.tokens
-    return found
 
 
 def _sleep(seconds: float) -> None:

@@ -54,7 +54,7 @@ def prepare(
     replay: Callable[[str], str] | None = None,
 ) -> Prepared:
     """Read the prompt, the task data, the agent file and the context; InvalidPrompt on bad input.
-    ``replay`` puts a restored run's log (--resume, --resume-tree) before the prompt, under the
+    ``replay`` puts a restored run's log (--continue-from, --continue-from-tree) before the prompt, under the
     context and the agent text."""
     inputs = opts.inputs
     prompt = read_prompt(opts, stdin, warnings)

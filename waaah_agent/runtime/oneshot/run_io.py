@@ -43,8 +43,8 @@ class RunOptions:
     breaker_cooldown: float | None = None  # --breaker-cooldown (else the variable, else 60 s)
     max_tokens: int | None = None  # --max-tokens: no attempt starts once the run used this many
     max_cost: float | None = None  # --max-cost: the same in US dollars
-    resume: str | None = None  # --resume ID: that run's log replayed before the prompt
-    resume_tree: str | None = None  # --resume-tree ID: that run and every run under it
+    continue_from: str | None = None  # --continue-from ID: that run's log replayed before the prompt
+    continue_from_tree: str | None = None  # --continue-from-tree ID: that run and every run under it
     inputs: RunInputs = field(default_factory=RunInputs)  # agent file, context, knobs, --dry-run
     stream: bool = False  # --stream: JSON lines as the run goes (runtime/run_stream.py)
     default_fallback: bool = True  # no --fallback: the other usable CLIs follow (--no-fallback: none)

@@ -1,9 +1,9 @@
-"""`waaah run` files: the per-run JSONL logs, the session tree, the persisted circuit breakers.
+"""`waaah run`'s per-run JSONL logs: written as the run goes, read back record by record.
 
 A run log is ``<workspace>/.waaah/runs/<YYYY-MM-DD>/<log id>.jsonl``; the log id is the CLI
 session id the run started with, or an id of ours for CLIs that pick their own session ids (codex,
 opencode). ``--session ID`` (the log id or a CLI session id in it) appends to that log.
-``WAAAH_LOG_DIR`` puts the ``<YYYY-MM-DD>/`` folders there instead (runtime/run_trees.py checks it).
+``WAAAH_LOG_DIR`` puts the ``<YYYY-MM-DD>/`` folders there instead (:func:`check_log_dir`).
 Records, one JSON object per line, each with ``record`` and ``ts``:
 
 * ``start``: prompt (secrets masked), agent, model, parent_id, fallback chain, context source,
@@ -17,6 +17,7 @@ Records, one JSON object per line, each with ``record`` and ``ts``:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -31,11 +32,9 @@ from typing import IO, Any
 from waaah_agent import settings
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.restore import own_prompt
-from waaah_agent.core.printable import one_line
 from waaah_agent.core.redact import Redactor
-from waaah_agent.errors import storage_error
+from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import reaper
-from waaah_agent.runtime.night import report
 from waaah_agent.runtime.private import private_dir
 from waaah_agent.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
 
@@ -46,10 +45,44 @@ _C1 = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 def runs_root(workspace: Path) -> Path:
     """``WAAAH_LOG_DIR`` (a relative one from the workspace), else ``<workspace>/.waaah/runs``."""
-    override = os.environ.get(settings.LOG_DIR, "").strip()
+    override = settings.log_dir(os.environ)
     if override:
         return workspace / Path(override).expanduser()
     return workspace / ".waaah" / "runs"
+
+
+def check_log_dir(workspace: Path, write: bool) -> Path:
+    """The folder run logs go to, checked: with ``WAAAH_LOG_DIR`` set, a folder that is (or, to
+    ``write``, can be made) a writable folder; anything else is a one-line UsageError."""
+    root = runs_root(workspace)
+    value = settings.log_dir(os.environ)
+    if not value:
+        return root
+    where = f"{settings.LOG_DIR}={value}"
+    fix = f"point it at a folder, or unset it for {workspace / '.waaah' / 'runs'}"
+    try:
+        mode = os.stat(root).st_mode
+    except ValueError:
+        raise UsageError(f"{where} is not a usable path (it holds a NUL byte); {fix}") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UsageError(f"{where} is a symlink loop; {fix}") from None
+        if err.errno == errno.ENOTDIR:
+            raise UsageError(f"{where}: a part of that path is a file, not a folder; {fix}") from None
+        if err.errno != errno.ENOENT:
+            raise UsageError(f"{where} cannot be read ({err.strerror}); {fix}") from None
+        if not write:
+            return root  # nothing logged there yet
+        try:
+            private_dir(root)
+        except OSError as cannot:
+            raise UsageError(f"{where} cannot be created ({cannot.strerror}); {fix}") from None
+        return root
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{where} is not a folder; {fix}")
+    if write and not os.access(root, os.W_OK | os.X_OK):
+        raise UsageError(f"{where} is not writable by this user; {fix}")
+    return root
 
 
 class RunLog:
@@ -297,223 +330,6 @@ def _first_line(text: str) -> str:
         if line.strip() and not line.startswith("<context"):
             return line.strip()[:80]
     return ""
-
-
-# --------------------------------------------------------------------------------------------
-# The tree of supervised sessions and runs
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Node:
-    id: str
-    kind: str  # "session" (supervised) or "run"
-    agent: str
-    status: str
-    first_prompt: str
-    tokens: dict[str, int]
-    day: str
-    started: float
-    parent_id: str = ""
-    aliases: tuple[str, ...] = ()
-    children: list[Node] = field(default_factory=list)
-    # A supervised session's night at a glance: started, ended, duration_s, end_reason,
-    # restarts, nudges, first_task (what `waaah sessions` prints on its second line).
-    night: dict[str, Any] = field(default_factory=dict)
-    duration_ms: int | None = None  # a run's (a supervised session's is in night)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "agent": self.agent,
-            "status": self.status,
-            "first_prompt": self.first_prompt,
-            "tokens": self.tokens,
-            "day": self.day,
-            "parent_id": self.parent_id or None,
-            **({"duration_ms": self.duration_ms} if self.kind == "run" else {}),
-            **self.night,
-            "children": [c.to_json() for c in self.children],
-        }
-
-
-def nodes(workspace: Path) -> list[Node]:
-    found: list[Node] = []
-    for r in report.reports(workspace):
-        started = _epoch(r.created) or _epoch(r.last_activity)
-        found.append(
-            Node(
-                id=r.id,
-                kind="session",
-                agent=r.agent,
-                status=f"{r.status}{' (live)' if r.live else ''}",
-                first_prompt=f"{r.workflow}: {r.first_prompt}" if r.first_prompt else r.workflow,
-                tokens={k: int(r.tokens.get(k, 0)) for k in ("input", "output", "cached")},
-                day=datetime.fromtimestamp(started).strftime("%Y-%m-%d") if started else "",
-                started=started,
-                aliases=(r.native_session_id,) if r.native_session_id else (),
-                night=_night(r, started),
-            )
-        )
-    for run in all_runs(workspace):
-        found.append(
-            Node(
-                id=run.id,
-                kind="run",
-                agent=run.agent,
-                status=run.status,
-                first_prompt=run.first_prompt,
-                tokens=dict(run.tokens),
-                day=run.day,
-                started=run.started,
-                parent_id=run.parent_id,
-                aliases=tuple(run.session_ids),
-                duration_ms=run.duration_ms if run.status != "running" else None,
-            )
-        )
-    return found
-
-
-def _night(r: report.SessionReport, started: float) -> dict[str, Any]:
-    ended = _epoch(r.ended)
-    until = ended or (_epoch(r.last_activity) if r.live else 0.0)
-    return {
-        "started": r.created,
-        "ended": r.ended,
-        "duration_s": round(until - started) if started and until >= started else None,
-        "end_reason": r.end_reason,
-        "restarts": r.restarts,
-        "nudges": r.nudges,
-        "first_task": r.first_task,
-    }
-
-
-def _clock(iso: str) -> str:
-    try:
-        return datetime.fromisoformat(iso).strftime("%m-%d %H:%M")
-    except ValueError:
-        return "?"
-
-
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, int):
-        return "?"
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
-
-
-def night_line(node: Node) -> str:
-    """start -> end (duration), why it ended, restarts, nudges, first task."""
-    n = node.night
-    end = _clock(n["ended"]) if n.get("ended") else ("now" if "(live)" in node.status else "?")
-    how = (
-        f"ended: {n['end_reason']}" if n.get("end_reason") else ("running" if end == "now" else "end unknown")
-    )
-    parts = [
-        f"{_clock(n.get('started') or '')} -> {end} ({_duration(n.get('duration_s'))})",
-        how,
-        f"restarts {n.get('restarts', 0)}",
-        f"nudges {n.get('nudges', 0)}",
-    ]
-    if n.get("first_task"):
-        parts.append(f"first task {n['first_task']}")
-    return "; ".join(parts)
-
-
-def known_id(workspace: Path, wanted: str) -> bool:
-    return any(wanted == n.id or wanted in n.aliases for n in nodes(workspace))
-
-
-def tree(workspace: Path) -> list[Node]:
-    """Root nodes, newest day first, newest first within a day; children oldest first."""
-    every = nodes(workspace)
-    by_id: dict[str, Node] = {}
-    for n in every:
-        by_id[n.id] = n
-        for alias in n.aliases:
-            by_id.setdefault(alias, n)
-    roots = []
-    for n in every:
-        parent = by_id.get(n.parent_id) if n.parent_id else None
-        if parent is not None and parent is not n:
-            parent.children.append(n)
-        else:
-            roots.append(n)
-    for n in every:
-        n.children.sort(key=lambda c: c.started)
-    # Parent ids in a loop (damaged logs) leave no way in from a root: the loop is cut above its
-    # first node, which stands as a root; what is returned is a tree (no walk of it loops).
-    reached: set[int] = set()
-    stack = list(roots)
-    for n in every:
-        while stack:
-            node = stack.pop()
-            if id(node) not in reached:
-                reached.add(id(node))
-                stack.extend(node.children)
-        if id(n) not in reached:
-            above = by_id.get(n.parent_id)
-            if above is not None:
-                above.children = [c for c in above.children if c is not n]
-            roots.append(n)
-            stack.append(n)
-    return sorted(roots, key=lambda n: (n.day, n.started), reverse=True)
-
-
-def render_tree(roots: list[Node], extra: Callable[[Node], str] | None = None) -> str:
-    """The tree as text; ``extra`` gives a line shown under each node (when not empty)."""
-    if not roots:
-        return "no sessions or runs in this workspace"
-    lines: list[str] = []
-    day = None
-    for root in roots:
-        if root.day != day:
-            day = root.day
-            lines.append(f"{day or 'undated'}")
-        _render(root, "  ", "", lines, extra, set())
-    return "\n".join(lines)
-
-
-def _render(
-    node: Node,
-    indent: str,
-    branch: str,
-    lines: list[str],
-    extra: Callable[[Node], str] | None,
-    seen: set[int],
-) -> None:
-    if id(node) in seen:  # a loop of parent ids: each node once
-        return
-    seen.add(id(node))
-    tokens = f"{node.tokens.get('input', 0)}/{node.tokens.get('output', 0)}"
-    prompt = f'"{node.first_prompt}"' if node.first_prompt else ""
-    took = f"  {node.duration_ms / 1000:.1f}s" if node.duration_ms is not None else ""
-    lines.append(
-        one_line(
-            f"{indent}{branch}{node.id}  {node.kind}  {node.agent}  {node.status}{took}  tokens {tokens}  {prompt}".rstrip()
-        )
-    )
-    child_indent = indent + ("   " if branch == "└─ " else "│  " if branch else "")
-    under = f"{child_indent}{'│  ' if node.children else '   '}"
-    if node.night:
-        lines.append(one_line(f"{under}{night_line(node)}"))
-    if extra is not None and (line := extra(node)):
-        lines.append(one_line(f"{under}{line}"))
-    for i, child in enumerate(node.children):
-        _render(child, child_indent, "└─ " if i == len(node.children) - 1 else "├─ ", lines, extra, seen)
-
-
-def _epoch(iso: str) -> float:
-    try:
-        return datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return 0.0
-
-
-# --------------------------------------------------------------------------------------------
-# Circuit breakers, shared by every run of this user (platformdirs state dir)
-# --------------------------------------------------------------------------------------------
 
 
 def remove_quietly(path: Path) -> None:
