@@ -6,7 +6,7 @@ from pathlib import Path
 
 from waaah_agent.core.tokens import claude_usage, gemini_usage
 from waaah_agent.runtime.store import SessionDir, SessionState
-from waaah_agent.runtime.supervise.session import tally_tokens
+from waaah_agent.runtime.supervise.session.run import tally_tokens
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "transcripts"
 
