@@ -28,6 +28,7 @@ from waaah_agent.core.supervise.events import (
     Dequeue,
     Due,
     Event,
+    EventKind,
     HideInput,
     Instant,
     Keys,
@@ -133,7 +134,7 @@ class Machine:
             idle = self.seen.state is AgentState.READY and not self.reports.waits
             self.nudging.server(event, t, idle)
         elif isinstance(event, AgentStatusChanged):
-            self.out.record("agent-status", status=event.status)
+            self.out.record(EventKind.AGENT_STATUS, status=event.status)
             self.out.notice(f"WAAAH server reports this agent {event.status or 'unknown'}")
         elif isinstance(event, TokensCounted):
             self.nudging.tokens(event, t.mono)
@@ -143,7 +144,7 @@ class Machine:
         elif isinstance(event, Compacted):
             self.nudging.compacted(event)
         elif isinstance(event, Resized):
-            self.out.record("resize", cols=event.cols, rows=event.rows)
+            self.out.record(EventKind.RESIZE, cols=event.cols, rows=event.rows)
         elif isinstance(event, Began):
             self.nudging.began()
             self.limit.began(t)
@@ -179,7 +180,7 @@ class Machine:
         except IllegalTransition as err:
             if self.strict:
                 raise
-            self.out.record("phase-illegal", previous=err.old.value, phase=err.new.value)
+            self.out.record(EventKind.PHASE_ILLEGAL, previous=err.old.value, phase=err.new.value)
             self.phase = new
 
     def _tick(self, t: Instant) -> None:
@@ -214,14 +215,14 @@ class Machine:
         if (reading.secret_entry is not None) != seen.hiding:
             seen.hiding = not seen.hiding
             out.emit(HideInput(seen.hiding))
-            out.record("secret-entry", shown=seen.hiding, screen=reading.secret_entry)
+            out.record(EventKind.SECRET_ENTRY, shown=seen.hiding, screen=reading.secret_entry)
         self.limit.check(t, reading)
         self.loop.check(now, reading, may_type=self.ending.stopping is None and not self.menu.open)
         # A banner already waited out stays on the screen for a while: it is history then.
         facts = Evidence(wait_in_flight=bool(self.reports.waits), limits=self.limit.deadline is not None)
         state, why = classify(reading, facts)
         if state is not seen.state:
-            out.record("state", state=state.value, previous=seen.state.value, evidence=why)
+            out.record(EventKind.STATE, state=state.value, previous=seen.state.value, evidence=why)
             seen.state = state
         if state in (AgentState.BUSY, AgentState.TOOL, AgentState.READY):
             seen.past_start = True
@@ -266,7 +267,7 @@ class Machine:
 
     def _control(self, record: ControlRecord, now: float) -> None:
         """A command of the user's from another shell (`waaah send|pause|resume|stop`)."""
-        self.out.record("control", **record.event_fields())
+        self.out.record(EventKind.CONTROL, **record.event_fields())
         command = record.command
         if command is ControlCommand.SEND and record.text is not None:
             self.queue.add(record.text, now)
@@ -308,7 +309,7 @@ class Machine:
         ):
             out.emit(Dequeue())  # submitted: never typed again, even by a later supervisor
         if step.note is not None:
-            out.record("delivery", kind=delivery.kind, phase=delivery.phase.value, note=step.note)
+            out.record(EventKind.DELIVERY, kind=delivery.kind, phase=delivery.phase.value, note=step.note)
             out.notice(f"{delivery.kind} prompt: {step.note}")
         if delivery.done:
             if delivery.kind == "send":  # typed (or given up on): not again
@@ -385,7 +386,7 @@ class Machine:
         assert self.nudger is not None
         why, self.nudging.owe_workflow = self.nudging.owe_workflow, ""
         self.nudger.continues = 0
-        self.out.record("nudge", kind="workflow", reason=why, next_gap=self.nudger.gap)
+        self.out.record(EventKind.NUDGE, kind="workflow", reason=why, next_gap=self.nudger.gap)
         self.out.notice(f"workflow sent again: {why}")
         self.delivery = Delivery(
             "workflow-again", workflow_again(self.cfg.workflow, why), self.cfg.enter_delay
@@ -394,7 +395,7 @@ class Machine:
 
     def _nudge(self, kind: NudgeKind, text: str, why: str, now: float) -> None:
         assert self.nudger is not None
-        self.out.record("nudge", kind=kind.value, reason=why, next_gap=self.nudger.gap)
+        self.out.record(EventKind.NUDGE, kind=kind.value, reason=why, next_gap=self.nudger.gap)
         self.out.notice(f"{kind.value} prompt: {why}")
         self.delivery = Delivery(kind.value, text, enter_delay=self.cfg.enter_delay)
         self.out.look(now)

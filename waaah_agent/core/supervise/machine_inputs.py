@@ -13,6 +13,7 @@ from waaah_agent.core.supervise.events import (
     Dequeue,
     Due,
     Enqueue,
+    EventKind,
     Instant,
     Save,
     Say,
@@ -52,7 +53,7 @@ class Login:
         cfg, refused = self.cfg, reading.login_refused
         if refused is not None:
             # No login on this screen can work: one clear stop (the login exit code, no restart).
-            self.out.record("login-refused", screen=refused)
+            self.out.record(EventKind.LOGIN_REFUSED, screen=refused)
             said = refused if len(refused) <= 240 else refused[:237] + "..."
             tail = f"; {cfg.refused_hint}" if cfg.refused_hint else ""
             self.stop(StopReason.LOGIN, f"{cfg.agent} cannot log in ({said}){tail}", now)
@@ -64,7 +65,7 @@ class Login:
             return
         if not self.awaiting:
             self.awaiting = True
-            self.out.record("login-wait", screen=reading.login)
+            self.out.record(EventKind.LOGIN_WAIT, screen=reading.login)
             self.out.notice(f"{cfg.agent} asks for a login on its screen: waiting for you to finish it")
             self.out.emit(Title(f"waaah: log in to {cfg.agent} on its screen (waaah waits)", hold=True))
 
@@ -72,7 +73,7 @@ class Login:
         """The CLI moved on from its login screen: the user is done."""
         if self.awaiting:
             self.awaiting = False
-            self.out.record("login-done", state=state.value)
+            self.out.record(EventKind.LOGIN_DONE, state=state.value)
             self.out.notice(f"{self.cfg.agent} is past its login screen; carrying on")
             self.out.emit(Title(f"waaah: {self.cfg.agent}"))
 
@@ -98,13 +99,15 @@ class LoopDetector:
             and (answered is None or now >= answered + LOOP_ANSWER_AGAIN)
         ):
             self.answered = now
-            self.out.record("loop-detector", action="turned off for this session", again=answered is not None)
+            self.out.record(
+                EventKind.LOOP_DETECTOR, action="turned off for this session", again=answered is not None
+            )
             self.out.notice(f"{self.cfg.agent}'s loop detector asked: turning it off for this session")
             self.out.emit(Type(self.cfg.loop_dialog_keys))
             self.out.look(now + LOOP_ANSWER_AGAIN)
         if reading.loop_halted is not None and not self.halt_seen:
             self.halted = True
-            self.out.record("loop-detector", action="halted the turn", screen=reading.loop_halted)
+            self.out.record(EventKind.LOOP_DETECTOR, action="halted the turn", screen=reading.loop_halted)
         self.halt_seen = reading.loop_halted is not None
 
 
@@ -118,7 +121,8 @@ class CliReports:
         self.hook_confirmed = False  # a UserPromptSubmit hook arrived for the prompt in flight
 
     def tap(self, tap: TapRecord, now: float) -> None:
-        self.out.record(f"mcp-{tap.event.value}", **tap.event_fields())
+        kind = EventKind.MCP_TOOL_START if tap.event is TapEvent.START else EventKind.MCP_TOOL_END
+        self.out.record(kind, **tap.event_fields())
         if self.stall is not None:
             self.stall.saw_activity(now)
         if tap.tool == "wait_for_prompt":
@@ -164,7 +168,7 @@ class SendQueue:
     def add(self, text: str, now: float) -> None:
         full = queue_full(len(self.prompts), self.chars, len(text))
         if full:
-            self.out.record("control", command="send", refused=full)
+            self.out.record(EventKind.CONTROL, command="send", refused=full)
             self.out.notice(f"a prompt from waaah send is dropped: {full}")
             return
         self.prompts.append(text)
@@ -181,7 +185,7 @@ class SendQueue:
         if state is not AgentState.TOOL or now < self.esc_at + SEND_ESC_AGAIN:
             return
         self.esc_at = now
-        self.out.record("control", command="send", action="esc: ends the wait_for_prompt in flight")
+        self.out.record(EventKind.CONTROL, command="send", action="esc: ends the wait_for_prompt in flight")
         self.out.notice("ending the wait_for_prompt in flight (Esc) to type the prompt of waaah send")
         self.out.emit(Type(b"\x1b"))
         self.out.look(now + SEND_ESC_AGAIN)
@@ -234,7 +238,7 @@ class Nudging:
 
     def server(self, event: ServerChanged, t: Instant, idle: bool) -> None:
         """The WAAAH server went down or came back (``idle``: at the prompt, no wait in flight)."""
-        self.out.record("server", ok=event.ok, detail=event.detail, url=event.url)
+        self.out.record(EventKind.SERVER, ok=event.ok, detail=event.detail, url=event.url)
         was_down = bool(self.server_down)
         if event.ok:
             text = f"WAAAH server at {event.url} is reachable again"
@@ -263,7 +267,7 @@ class Nudging:
         """The CLI compacted its conversation: the workflow may be gone from what the model
         sees, so the next prompt sends it again (an agent in its loop needs none meanwhile)."""
         agent = self.cfg.agent
-        self.out.record("compacted", source=event.source)
+        self.out.record(EventKind.COMPACTED, source=event.source)
         self.out.notice(
             f"{agent} compacted its conversation ({event.source}): its next prompt is the workflow"
         )
@@ -277,12 +281,15 @@ class Nudging:
         if event.limit is not None and event.total >= event.limit:
             self.budget_spent = f"{event.total:,} tokens used, --max-tokens {event.limit:,}"
             what = "token"
-            self.out.record("budget", tokens=event.total, limit=event.limit)
+            self.out.record(EventKind.BUDGET, tokens=event.total, limit=event.limit)
         elif event.cost_limit is not None and event.cost is not None and event.cost >= event.cost_limit:
             self.budget_spent = f"${event.cost:,.2f} spent, --max-cost ${event.cost_limit:,.2f}"
             what = "cost"
             self.out.record(
-                "budget", cost_usd=round(event.cost, 4), cost_limit=event.cost_limit, tokens=event.total
+                EventKind.BUDGET,
+                cost_usd=round(event.cost, 4),
+                cost_limit=event.cost_limit,
+                tokens=event.total,
             )
         else:
             return
@@ -338,7 +345,7 @@ class Stalls:
         if due is not None:
             self.due[Due.STALL] = min(due, self.due.get(Due.STALL, due))
         if verdict is StallVerdict.ESC:
-            self.out.record("stall", action="esc", minutes=watch.config.stall_timeout / 60)
+            self.out.record(EventKind.STALL, action="esc", minutes=watch.config.stall_timeout / 60)
             self.out.notice("busy with nothing changing: sending Esc")
             self.out.emit(Type(b"\x1b"))
         elif verdict is StallVerdict.RESTART:

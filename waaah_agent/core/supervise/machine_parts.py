@@ -21,6 +21,7 @@ from waaah_agent.core.supervise.events import (
     CTRL_C,
     Action,
     Due,
+    EventKind,
     ExitInfo,
     Finish,
     Instant,
@@ -145,14 +146,14 @@ class Ending:
         if self.stopping is not None or self.finished:
             return
         self.stopping, self.detail = reason, detail
-        self.out.record("stop", reason=reason.value, detail=detail)
+        self.out.record(EventKind.STOP, reason=reason.value, detail=detail)
         self.out.notice(f"stopping the agent: {detail}")
         self.out.emit(SignalAgent())
         self.due[Due.KILL] = now + self.grace
 
     def kill(self, now: float) -> None:
         """The stop's deadline passed and the agent is still there."""
-        self.out.record("kill", signal="SIGKILL", after_seconds=self.grace)
+        self.out.record(EventKind.KILL, signal="SIGKILL", after_seconds=self.grace)
         self.out.notice(f"the agent ignored SIGTERM for {self.grace:.0f}s: SIGKILL")
         self.out.emit(SignalAgent(kill=True))
         self.due[Due.KILL] = now + KILL_AGAIN
@@ -185,7 +186,7 @@ class LimitWait:
         try:
             until = datetime.fromisoformat(saved)
         except ValueError:
-            self.out.record("limit-ignored", until=saved, why="not an ISO time")
+            self.out.record(EventKind.LIMIT_IGNORED, until=saved, why="not an ISO time")
             self.out.emit(Save({"limit_until": ""}))
             return
         if until.tzinfo is None:
@@ -214,7 +215,7 @@ class LimitWait:
         text = until.isoformat(timespec="seconds")
         self.memory.limit_until = text
         self.out.emit(Save({"limit_until": text}))  # survives a supervisor restart
-        self.out.record("limit", until=text, how=how, banner=banner)
+        self.out.record(EventKind.LIMIT, until=text, how=how, banner=banner)
         self.out.notice(f"usage limit: waiting until {text} ({how})")
         self.out.emit(Title(f"waaah: {self.cfg.agent} usage limit, waiting until {until:%H:%M}", hold=True))
         self.due[Due.LIMIT] = self.deadline
@@ -237,12 +238,12 @@ class LimitWait:
         self.deadline = None
         self.memory.limit_until = ""
         self.out.emit(Save({"limit_until": ""}))
-        self.out.record("limit-over")
+        self.out.record(EventKind.LIMIT_OVER)
         self.out.emit(Title(f"waaah: {self.cfg.agent}"))
         self.out.notice("usage limit over: asking the agent to continue")
         keys = self.cfg.limit_resume_keys
         if keys and reading.limit is not None:
-            self.out.record("limit-resume", keys=keys.decode("latin-1"))
+            self.out.record(EventKind.LIMIT_RESUME, keys=keys.decode("latin-1"))
             self.out.emit(Type(keys))
 
 
@@ -272,7 +273,7 @@ class CtrlMenu:
         self.open = True
         self.due[Due.MENU] = now + MENU_TIMEOUT
         self.out.emit(Menu(open=True))
-        self.out.record("menu", action="open")
+        self.out.record(EventKind.MENU, action="open")
 
     def _key(self, data: bytes, now: float) -> bytes:
         """Act on the first key typed into the menu; return the keys after it."""
@@ -297,5 +298,5 @@ class CtrlMenu:
         self.open = False
         self.due.pop(Due.MENU, None)
         self.out.emit(Menu(open=False))
-        self.out.record("menu", action=choice)
+        self.out.record(EventKind.MENU, action=choice)
         self.out.notice(f"Ctrl+C menu: {choice}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from waaah_agent import settings
+from waaah_agent.core.supervise.events import EventKind
 from waaah_agent.runtime.mcp.waaah import agent_status, check_server
 
 if TYPE_CHECKING:
@@ -203,4 +204,4 @@ def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None
     """A line of the supervisor's own (``OwnOutput``): the text log; a failure also the events."""
     logs.notice(str(message.data["text"]))
     if message.data.get("error"):
-        session.event("internal-error", error=str(message.data["error"]))
+        session.event(EventKind.INTERNAL_ERROR, error=str(message.data["error"]))

@@ -16,7 +16,7 @@ from pathlib import Path
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.prices import cost_of
 from waaah_agent.core.redact import Redactor
-from waaah_agent.core.supervise.events import Compacted, LimitStated, Outcome, TokensCounted
+from waaah_agent.core.supervise.events import Compacted, EventKind, LimitStated, Outcome, TokensCounted
 from waaah_agent.core.supervise.lifecycle import (
     FirstPrompt,
     SessionStatus,
@@ -128,7 +128,7 @@ class Run:
         state.supervisor_pid, state.agent_pid = os.getpid(), child.pid
         self.session.save(state)
         self.session.event(
-            "start",
+            EventKind.START,
             argv=state.argv,
             pid=child.pid,
             resumed=resumed,
@@ -218,7 +218,10 @@ class Run:
             if self.state.tokens != before:
                 priced = {} if cost is None else {"cost_usd": round(cost, 6)}
                 self.session.event(
-                    "tokens", **self.state.tokens, **priced, models=model_totals(self.state.token_models)
+                    EventKind.TOKENS,
+                    **self.state.tokens,
+                    **priced,
+                    models=model_totals(self.state.token_models),
                 )
             used = self.state.tokens.get("input", 0) + self.state.tokens.get("output", 0)
             sup.tell(TokensCounted(used, limit, cost, cost_limit))
@@ -271,7 +274,7 @@ class Run:
             self.state.native_session_id = found
             self.session.save(self.state)
             self.session.event(
-                "native-session-id", id=found, how="read back from the CLI's own session files"
+                EventKind.NATIVE_SESSION_ID, id=found, how="read back from the CLI's own session files"
             )
         return False
 
@@ -281,7 +284,7 @@ class Run:
         found = [p.pid for p in reaper.ours(child.start, {child.pid}) if not p.zombie]
         left = reaper.end(child.start, exclude={child.pid})
         if found:
-            self.session.event("descendants-ended", pids=found)
+            self.session.event(EventKind.DESCENDANTS_ENDED, pids=found)
         if left:
             self.logs.notice(f"could not end {len(left)} process(es): {[p.pid for p in left]}")
         self.state.processes = [reaper.record(p) for p in left]
@@ -303,7 +306,7 @@ class Run:
             transcript_has_workflow=holds_prompt(path, self.workflow.text) if path else None,
         )
         if pending:
-            self.session.event("workflow-settled", delivered=first.settled, why=first.why)
+            self.session.event(EventKind.WORKFLOW_SETTLED, delivered=first.settled, why=first.why)
         if first.settled:
             state.workflow_delivered, state.workflow_pending = True, False
             self.session.save(state)
@@ -326,7 +329,10 @@ class Run:
         if quiet:
             return
         self.session.event(
-            "tokens", source=str(path), **self.state.tokens, models=model_totals(self.state.token_models)
+            EventKind.TOKENS,
+            source=str(path),
+            **self.state.tokens,
+            models=model_totals(self.state.token_models),
         )
         self.logs.notice(f"tokens so far: {tokens_line(self.state.tokens)} (from {path})")
 

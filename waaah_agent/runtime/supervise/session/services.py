@@ -11,6 +11,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.mcp.link import POLL_EVERY
 from waaah_agent.core.night.alerts import Where
+from waaah_agent.core.supervise.events import EventKind
 from waaah_agent.core.supervise.vitals import Snapshot, epoch
 from waaah_agent.errors import (
     UsageError,
@@ -55,7 +56,7 @@ def start_link(
     try:
         found.start()
     except OSError as err:  # the proxy then calls the server itself, as without a supervisor
-        session.event("link", error=f"could not serve {path}: {err.strerror or err}")
+        session.event(EventKind.LINK, error=f"could not serve {path}: {err.strerror or err}")
         return None
     return found
 
@@ -92,7 +93,7 @@ def serve_vitals(
         logs.close()
         raise
     if server is not None:
-        session.event("metrics", host=opts.metrics_host, port=server.port)
+        session.event(EventKind.METRICS, host=opts.metrics_host, port=server.port)
     return server
 
 
@@ -141,7 +142,7 @@ def carry_back(
     except (OSError, UsageError) as err:
         notes = [f"could not carry the CLI's own changes back to your files: {err}"]
     for note in notes:
-        session.event("mcp-config", note=note)
+        session.event(EventKind.MCP_CONFIG, note=note)
     return notes
 
 
@@ -151,10 +152,10 @@ def keep_record(session: SessionDir, state: SessionState, console: Console) -> N
 
     def count(event: dict[str, Any]) -> None:
         name = event.get("event")
-        if name == "nudge":
+        if name == EventKind.NUDGE:
             state.nudges += 1
             session.save(state)
-        elif name == "mcp-tool_end" and event.get("outcome") == "task" and not state.first_task:
+        elif name == EventKind.MCP_TOOL_END and event.get("outcome") == "task" and not state.first_task:
             state.first_task = str(event.get("task_id") or "a task")
             session.save(state)
 
@@ -179,5 +180,5 @@ def warn_leftovers(session: SessionDir, state: SessionState, console: Console) -
         (r.id, r.leftovers) for r in report.reports(Path(state.workspace)) if r.id != state.id and r.leftovers
     ]
     for sid, records in found:
-        session.event("leftovers", session=sid, pids=[r["pid"] for r in records])
+        session.event(EventKind.LEFTOVERS, session=sid, pids=[r["pid"] for r in records])
         console.say(report.leftover_line(sid, records))

@@ -20,7 +20,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.redact import Redactor, known_secrets
 from waaah_agent.core.supervise.backoff import Restarts
-from waaah_agent.core.supervise.events import Outcome, StopReason
+from waaah_agent.core.supervise.events import EventKind, Outcome, StopReason
 from waaah_agent.core.supervise.lifecycle import (
     rejected_command_line,
     restart_decision,
@@ -189,12 +189,12 @@ def setup_mcp(
     env.update(given.env)
     for note in notes:
         console.say(note)
-        session.event("mcp-config", note=note)
+        session.event(EventKind.MCP_CONFIG, note=note)
     health = check_server(server.url, server.api_key)
     warning = mcp_setup.server_warning(server, health)
     if warning:
         console.say(warning)
-    session.event("server", url=server.url, source=server.source, ok=health.ok, detail=health.detail)
+    session.event(EventKind.SERVER, url=server.url, source=server.source, ok=health.ok, detail=health.detail)
     return McpPlan(server, args, health.detail, health.ok)
 
 
