@@ -72,7 +72,6 @@ from waaah_agent.core.supervise.policy import (
     StallWatch,
     workflow_again,
 )
-from waaah_agent.core.supervise.termanswers import is_report
 
 __all__ = ["Machine", "MachineConfig", "Saved"]
 
@@ -97,7 +96,7 @@ class Machine:
         self.seen = Seen(now)
         self.ending = ending = Ending(out, self.due, cfg.stop_grace)
         self.limit = LimitWait(cfg, out, self.due, self.memory)
-        self.menu = CtrlMenu(out, self.due, ending.stop)
+        self.menu = CtrlMenu(out, self.due, ending.stop, self.seen)
         self.login = Login(cfg, out, ending.stop)
         self.loop = LoopDetector(cfg, out)
         self.reports = CliReports(out, self.nudger, stall, ending.stop)
@@ -119,7 +118,7 @@ class Machine:
         elif isinstance(event, Tick):
             self._tick(t)
         elif isinstance(event, Keys):
-            self._keys(event.data, t.mono)
+            self.menu.keys(event.data, t.mono)
         elif isinstance(event, TapRecord):
             self.reports.tap(event, t.mono)
         elif isinstance(event, HookRecord):
@@ -198,14 +197,6 @@ class Machine:
                 self.menu.close("continue (no choice made)")
             elif due is Due.KILL and not self.ending.finished:
                 self.ending.kill(now)
-
-    def _keys(self, data: bytes, now: float) -> None:
-        """Forward keys byte for byte, except Ctrl+C (the menu) and keys meant for the menu."""
-        if is_report(data):  # the terminal answering the agent's queries: nobody is typing
-            self.out.emit(Type(data))
-            return
-        self.seen.last_user_input = now
-        self.menu.keys(data, now)
 
     # -- the screen: the order of these checks is the policy ----------------------------
     def _observe(self, event: Observed, t: Instant) -> None:

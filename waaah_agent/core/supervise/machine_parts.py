@@ -38,6 +38,7 @@ from waaah_agent.core.supervise.events import (
     Type,
 )
 from waaah_agent.core.supervise.policy import PolicyConfig
+from waaah_agent.core.supervise.termanswers import is_report
 
 MENU_TIMEOUT = 20.0
 STALL_LOOK = 30.0  # while busy, look at the screen at least this often (stall detection)
@@ -251,11 +252,15 @@ class CtrlMenu:
     """The Ctrl+C menu: the user's keys go to the agent byte for byte, except Ctrl+C (the menu)
     and the keys typed into it."""
 
-    def __init__(self, out: Out, due: dict[Due, float], stop: Stop) -> None:
-        self.out, self.due, self.stop = out, due, stop
+    def __init__(self, out: Out, due: dict[Due, float], stop: Stop, seen: Seen) -> None:
+        self.out, self.due, self.stop, self.seen = out, due, stop, seen
         self.open = False
 
     def keys(self, data: bytes, now: float) -> None:
+        if is_report(data):  # the terminal answering the agent's queries: nobody is typing
+            self.out.emit(Type(data))
+            return
+        self.seen.last_user_input = now
         while data:
             if self.open:
                 data = self._key(data, now)

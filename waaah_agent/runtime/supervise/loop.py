@@ -24,7 +24,6 @@ from enum import Enum
 
 from waaah_agent.core.supervise import events as ev
 from waaah_agent.core.supervise.detect import ScreenRules, read
-from waaah_agent.core.supervise.events import EventKind
 from waaah_agent.core.supervise.machine import Machine
 from waaah_agent.core.supervise.termanswers import TerminalAnswers
 from waaah_agent.runtime.store import SessionDir, SessionState
@@ -369,7 +368,7 @@ class Supervisor:
             )
         elif not small:
             self.logs.notice(f"the pane ({cols}x{rows}) is big enough again")
-        self.session.event(EventKind.PANE_SIZE, cols=cols, rows=rows, too_small=small, need=need)
+        self.session.event(ev.EventKind.PANE_SIZE, cols=cols, rows=rows, too_small=small, need=need)
 
     # -- the agent's end -----------------------------------------------------------------
     def _check_child(self) -> None:
