@@ -10,7 +10,15 @@ from collections.abc import Callable
 from waaah_agent.core.supervise import events as ev
 from waaah_agent.runtime.mcp.link import LINK, record_link
 from waaah_agent.runtime.store import SessionDir
-from waaah_agent.runtime.supervise.background import OWN, PING, Mailbox, record_own
+from waaah_agent.runtime.supervise.background import (
+    AGENT_STATUS,
+    INBOX,
+    OWN,
+    PING,
+    SERVER,
+    Mailbox,
+    record_own,
+)
 from waaah_agent.runtime.supervise.inbox import Inbox
 from waaah_agent.runtime.supervise.logs import SessionLogs
 
@@ -36,11 +44,11 @@ class Reports:
         inbox = False  # one wake-up per write: read once for them all
         for message in self.mailbox.drain():
             data = message.data
-            if message.kind == "inbox":
+            if message.kind == INBOX:
                 inbox = True
-            elif message.kind == "server":
+            elif message.kind == SERVER:
                 self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
-            elif message.kind == "agent-status":
+            elif message.kind == AGENT_STATUS:
                 self.tell(ev.AgentStatusChanged(data.get("status")))
             elif message.kind == OWN:
                 record_own(message, self.logs, self.session)
@@ -63,5 +71,5 @@ class Reports:
             if not self.inbox.more:
                 return
             if time.monotonic() >= deadline:
-                self.mailbox.post("inbox")  # the rest after the next look at the PTY
+                self.mailbox.post(INBOX)  # the rest after the next look at the PTY
                 return
