@@ -69,7 +69,7 @@ image:
 image-test: venv image
 	WAAAH_IMAGE=$${WAAAH_IMAGE:-localhost/waaah-agent:dev} $(BIN)/python -m pytest tests/image -s
 
-## Older releases of gemini, claude and codex the e2e core scenarios also run (.cache/clis-old; README "CLI releases").
+## Older releases of gemini, claude and codex the e2e core scenarios also run (.cache/clis-old; docs/supervisor.md "CLI releases").
 clis-old:
 	scripts/install_clis.sh old
 

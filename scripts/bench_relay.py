@@ -713,7 +713,7 @@ def table(results: Results, costs: Sample) -> str:
 
 
 def goals(results: Results) -> list[str]:
-    """Each target, met or missed, with its figures (README "Performance")."""
+    """Each target, met or missed, with its figures (docs/performance.md)."""
 
     def get(relay: str, key: str) -> float:
         value = results.median(relay, key)

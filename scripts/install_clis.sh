@@ -16,7 +16,7 @@ CODEX_VERSION="0.171.0"
 OPENCODE_PKG="opencode-ai"
 OPENCODE_VERSION="1.18.33"
 
-# Older releases run by the e2e core scenarios (README "CLI releases"): the previous pins among
+# Older releases run by the e2e core scenarios (docs/supervisor.md "CLI releases"): the previous pins among
 # them (claude 2.1.330, codex 0.169.0); 0.13.0 is the too-old gemini the supervisor must refuse
 # (it has no --resume).
 OLD_RELEASES=(

@@ -30,7 +30,7 @@ def binaries() -> list[tuple[str, Path]]:
     for prefix in sorted((REPO / ".cache" / "clis-old").glob("*-*")):
         name = prefix.name.split("-", 1)[0]
         if name not in CLIS:
-            continue  # codex has no release checks (README "CLI releases")
+            continue  # codex has no release checks (docs/supervisor.md "CLI releases")
         found.append((name, prefix / "node_modules" / ".bin" / name))
     return [(name, path) for name, path in found if path.exists()]
 

@@ -50,6 +50,19 @@ class UsageError(WaaahError):
     exit_code = ExitCode.USAGE
 
 
+#: What to tell the user when a file of theirs is refused.
+FIX_FILE = "fix or move it, then start again (or start with --no-mcp)"
+
+
+class ConfigRefused(UsageError):
+    """A user's config file we will not read or edit: what is wrong with it, and the fix."""
+
+    def __init__(self, what: str, fix: str = FIX_FILE) -> None:
+        super().__init__(f"{what}; {fix}")
+        self.what = what
+        self.fix = fix
+
+
 class CliNotFound(WaaahError):
     exit_code = ExitCode.CLI_NOT_FOUND
 

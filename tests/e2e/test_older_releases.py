@@ -1,5 +1,5 @@
 """The core scenarios over older releases of the real CLIs (`make clis-old`), and a release too
-old to drive. Releases and their dates: README "CLI releases"; what differs is recorded in
+old to drive. Releases and their dates: docs/supervisor.md "CLI releases"; what differs is recorded in
 tests/fixtures/releases (scripts/record_releases.py)."""
 
 from __future__ import annotations

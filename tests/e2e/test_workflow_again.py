@@ -3,7 +3,7 @@ transcript), the next prompt is the workflow again (its role and loop), through 
 
 claude talks to the fake model API; the person sends `/compact` from another shell (`waaah
 send`), so claude compacts for real (its summary request answered by the fake) and marks it in
-its transcript (`compact_boundary`). Which CLIs mark what: core/compaction.py.
+its transcript (`compact_boundary`). Which CLIs mark what: adapters/<cli>/transcript.py.
 """
 
 from __future__ import annotations

@@ -224,9 +224,10 @@ def test_a_copy_that_does_not_fit_keeps_the_home_and_the_conversation(tmp_path):
     from tests.faults.conftest import small_disk
     from waaah_agent import adapters
     from waaah_agent.runtime.mcp.cli_home import PerRunHome
+    from waaah_agent.runtime.mcp.givers import giver
     from waaah_agent.runtime.mcp.setup import ServerChoice
 
-    gemini = adapters.registry()["gemini"].mcp
+    gemini = giver(adapters.registry()["gemini"].mcp)
     assert isinstance(gemini, PerRunHome)
     home = tmp_path / "home"
     session = tmp_path / "ws" / ".waaah" / "sessions" / "gemini-20261126-010203-abcdef"

@@ -14,9 +14,10 @@ import pytest
 from waaah_agent import adapters
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime.mcp.cli_home import MANIFEST, PerRunHome, homes_root
+from waaah_agent.runtime.mcp.givers import giver
 from waaah_agent.runtime.mcp.setup import ServerChoice
 
-GEMINI = adapters.registry()["gemini"].mcp
+GEMINI = giver(adapters.registry()["gemini"].mcp)
 assert isinstance(GEMINI, PerRunHome)
 SERVER = ServerChoice("http://127.0.0.1:9", "secret-key-123", "--server")
 USER_SETTINGS = {"ui": {"theme": "Dracula"}, "mcpServers": {"github": {"command": "gh"}}}

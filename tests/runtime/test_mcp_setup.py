@@ -18,11 +18,13 @@ from waaah_agent import adapters
 from waaah_agent.errors import ExitCode, UsageError
 from waaah_agent.runtime.mcp import setup as mcp_setup
 from waaah_agent.runtime.mcp.cli_home import PerRunHome
-from waaah_agent.runtime.mcp.setup import PerRunConfig, ServerChoice
+from waaah_agent.runtime.mcp.givers import PerRunConfig, giver, write_hooks
+from waaah_agent.runtime.mcp.setup import ServerChoice
 from waaah_agent.runtime.mcp.waaah import check_server
+from waaah_agent.settings import proxy_env
 
-GEMINI_MCP = adapters.registry()["gemini"].mcp
-CLAUDE_MCP = adapters.registry()["claude"].mcp
+GEMINI_MCP = giver(adapters.registry()["gemini"].mcp)
+CLAUDE_MCP = giver(adapters.registry()["claude"].mcp)
 assert isinstance(GEMINI_MCP, PerRunHome) and isinstance(CLAUDE_MCP, PerRunConfig)
 assert GEMINI_MCP.persistent is not None
 
@@ -30,7 +32,7 @@ assert GEMINI_MCP.persistent is not None
 def install_gemini(env, server, now):
     """Keep the entry in gemini's own settings as `waaah mcp install` does, at a fixed clock."""
     kept = GEMINI_MCP.persistent
-    entry = kept.entry(mcp_setup.PROXY_COMMAND, server.url, server.api_key)
+    entry = kept.entry(mcp_setup.PROXY_COMMAND, proxy_env(server.url, server.api_key))
     return mcp_setup.install_entry(kept.path(env), entry, server, now, kept.limit)
 
 
@@ -92,7 +94,7 @@ def test_claude_gets_per_run_hooks_and_gemini_none(tmp_path):
     hooks = adapters.registry()["claude"].hooks
     assert hooks is not None and adapters.registry()["gemini"].hooks is None
     path = tmp_path / "claude-settings.json"
-    assert hooks.args(tmp_path) == ["--settings", str(path)]
+    assert write_hooks(hooks, tmp_path) == ["--settings", str(path)]
     doc = json.loads(path.read_text())
     assert set(doc["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "Notification"}
     assert doc["hooks"]["Stop"][0]["hooks"][0]["command"].endswith("-m waaah_agent.runtime.mcp.hook claude")

@@ -284,7 +284,7 @@ def test_headless_runs_without_a_terminal(workspace, fake_home):
     text = out.decode()
     assert proc.returncode == 0, text
     assert re.search(r"^\[waaah\] \S+ start: pid \d+ \(fresh\); session simulated-", text, re.MULTILINE), text
-    # One line per event a person reads, in the order written, each once (README).
+    # One line per event a person reads, in the order written, each once (docs/supervisor.md).
     shown = [line for line in text.splitlines() if line.startswith("[waaah] ")]
     expected = [line for line in map(headless_line, events(workspace)) if line is not None]
     assert shown == expected, (shown, expected)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from waaah_agent.core.tokens import claude_usage, gemini_usage
+from waaah_agent.adapters.claude.transcript import claude_usage
+from waaah_agent.adapters.gemini.transcript import gemini_usage
 from waaah_agent.runtime.store import SessionDir, SessionState
 from waaah_agent.runtime.supervise.session.run import tally_tokens
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.core.tokens import gemini_counter, gemini_usage
+from waaah_agent.adapters.gemini.transcript import gemini_counter, gemini_usage
 from waaah_agent.runtime.supervise.transcripts import TRANSCRIPT_CAP, holds_prompt, markers, usage_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "transcripts"

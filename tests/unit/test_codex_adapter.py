@@ -13,7 +13,9 @@ import pytest
 from waaah_agent import settings
 from waaah_agent.adapters import codex
 from waaah_agent.core.tokens import Usage
-from waaah_agent.runtime.mcp.setup import ConfigRefused, ServerChoice
+from waaah_agent.errors import ConfigRefused
+from waaah_agent.runtime.mcp.givers import giver
+from waaah_agent.runtime.mcp.setup import ServerChoice
 
 SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex-0.171.0.jsonl"
 WORKSPACE = Path("/home/user/project")  # the recorded session's cwd (neutralised)
@@ -80,7 +82,7 @@ def test_mcp_entry_is_given_per_run_and_the_key_stays_off_the_command_line(tmp_p
     key = "waaah-secret-key-0123456789"
     server = ServerChoice("http://127.0.0.1:9", key, "--server")
     per_run = {settings.AGENT_ID: "agent-1", settings.INBOX: str(tmp_path / "inbox.jsonl")}
-    given = codex.ConfigOverrides().give({"HOME": str(tmp_path)}, server, tmp_path, per_run)
+    given = giver(codex.MCP).give({"HOME": str(tmp_path)}, server, tmp_path, per_run)
     assert all(key not in arg for arg in given.args)
     assert given.env[settings.API_KEY] == key and given.env[settings.AGENT_ID] == "agent-1"
     overrides = dict(arg.split("=", 1) for arg in given.args[1::2])
@@ -99,10 +101,10 @@ def test_an_entry_of_the_user_s_own_is_read_for_its_url(tmp_path):
         'env = { WAAAH_SERVER_URL = "http://10.0.0.2:3000" }\n',
         encoding="utf-8",
     )
-    found = codex.ConfigOverrides().existing({"CODEX_HOME": str(home)})
+    found = giver(codex.MCP).existing({"CODEX_HOME": str(home)})
     assert found is not None and found.kind == "ours" and found.url == "http://10.0.0.2:3000"
     (home / "config.toml").write_text("not = [valid", encoding="utf-8")
-    assert codex.ConfigOverrides().existing({"CODEX_HOME": str(home)}) is None
+    assert giver(codex.MCP).existing({"CODEX_HOME": str(home)}) is None
 
 
 def test_a_login_is_needed_only_for_openai_without_a_key_or_a_stored_login(tmp_path):
@@ -135,6 +137,6 @@ def test_an_http_waaah_entry_of_the_user_s_is_refused_in_one_line(tmp_path):
     )
     server = ServerChoice("http://127.0.0.1:9", None, "--server")
     with pytest.raises(ConfigRefused) as refused:
-        codex.ConfigOverrides().give({"CODEX_HOME": str(home)}, server, tmp_path, {})
+        giver(codex.MCP).give({"CODEX_HOME": str(home)}, server, tmp_path, {})
     assert "has an HTTP waaah MCP server" in str(refused.value) and "\n" not in str(refused.value)
     assert "--no-mcp" in refused.value.fix

@@ -1,4 +1,4 @@
-"""Compactions as each CLI marks them in its transcript (core/compaction.py), read from
+"""Compactions as each CLI marks them in its transcript (adapters/<cli>/transcript.py), read from
 transcripts the real CLIs wrote before and after their own compaction command
 (scripts/record_transcripts.py --compact: claude /compact, gemini /compress, codex /compact)."""
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from waaah_agent.core.kept_sessions import FileSeen, claude_holds, codex_holds, decide, gemini_holds
+from waaah_agent.adapters.claude.transcript import claude_holds
+from waaah_agent.adapters.codex.transcript import codex_holds
+from waaah_agent.adapters.gemini.transcript import gemini_holds
+from waaah_agent.core.kept_sessions import FileSeen, decide
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 

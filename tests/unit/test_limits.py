@@ -223,7 +223,7 @@ def test_is_not_limit_text(line: str) -> None:
 
 def test_codex_s_reset_is_read_from_its_session_file():
     """`rate_limits` as codex 0.171.0 wrote them (x-codex-* headers of a refused answer)."""
-    from waaah_agent.core.limits import codex_resets_at
+    from waaah_agent.adapters.codex.transcript import codex_resets_at
 
     now = datetime(2026, 11, 26, 13, 39, tzinfo=timezone.utc)
     reset = int(now.timestamp()) + 7200

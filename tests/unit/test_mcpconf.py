@@ -1,11 +1,16 @@
 """Finding and merging the waaah MCP entry (pure)."""
 
+from waaah_agent.adapters.claude import claude_config
+from waaah_agent.adapters.gemini import gemini_entry
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.settings import API_KEY, SERVER_URL, proxy_env
+
+NAMES = (SERVER_URL, API_KEY)
 
 
 def test_find_our_entry_and_its_url():
-    entry = mcpconf.gemini_entry(["/venv/bin/python", "-m", "waaah_agent.commands.app"], "http://h:1", "k")
-    found = mcpconf.find_entry({"mcpServers": {"waaah": entry}})
+    entry = gemini_entry(["/venv/bin/python", "-m", "waaah_agent.commands.app"], proxy_env("http://h:1", "k"))
+    found = mcpconf.find_entry({"mcpServers": {"waaah": entry}}, *NAMES)
     assert found == mcpconf.ExistingEntry("ours", "http://h:1", True)
     assert entry["trust"] is True and entry["timeout"] >= 300_000
 
@@ -16,15 +21,15 @@ def test_find_the_upstream_node_proxy_with_url_flag():
             "waaah": {"command": "node", "args": ["/src/waaah-proxy/dist/index.js", "--url", "http://x:3000"]}
         }
     }
-    assert mcpconf.find_entry(settings) == mcpconf.ExistingEntry("upstream", "http://x:3000", False)
+    assert mcpconf.find_entry(settings, *NAMES) == mcpconf.ExistingEntry("upstream", "http://x:3000", False)
     settings = {"mcpServers": {"waaah": {"command": "waaah-proxy", "args": ["--url=http://y"]}}}
-    assert mcpconf.find_entry(settings).url == "http://y"
+    assert mcpconf.find_entry(settings, *NAMES).url == "http://y"
 
 
 def test_missing_or_foreign_entries():
-    assert mcpconf.find_entry({}) is None
-    assert mcpconf.find_entry({"mcpServers": {"other": {}}}) is None
-    assert mcpconf.find_entry({"mcpServers": {"waaah": {"command": "thing"}}}).kind == "other"
+    assert mcpconf.find_entry({}, *NAMES) is None
+    assert mcpconf.find_entry({"mcpServers": {"other": {}}}, *NAMES) is None
+    assert mcpconf.find_entry({"mcpServers": {"waaah": {"command": "thing"}}}, *NAMES).kind == "other"
 
 
 def test_merge_keeps_every_other_key_and_does_not_mutate():
@@ -37,7 +42,7 @@ def test_merge_keeps_every_other_key_and_does_not_mutate():
 
 
 def test_claude_config_is_a_stdio_entry():
-    doc = mcpconf.claude_config(["/p", "-m", "waaah_agent.commands.app"], {"WAAAH_SERVER_URL": "u"})
+    doc = claude_config(["/p", "-m", "waaah_agent.commands.app"], {"WAAAH_SERVER_URL": "u"})
     assert doc["mcpServers"]["waaah"] == {
         "type": "stdio",
         "command": "/p",

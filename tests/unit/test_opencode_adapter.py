@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from waaah_agent import adapters
-from waaah_agent.adapters.opencode import CONFIG_CONTENT, OpencodeMcp, config_document, merged
-from waaah_agent.runtime.mcp.setup import ConfigRefused, ServerChoice
+from waaah_agent.adapters.opencode import CONFIG_CONTENT, MCP, config_document, merged
+from waaah_agent.errors import ConfigRefused
+from waaah_agent.runtime.mcp.givers import giver
+from waaah_agent.runtime.mcp.setup import ServerChoice
 
 ADAPTER = adapters.registry()["opencode"]
 SERVER = ServerChoice("http://127.0.0.1:3456", "wk-secret", "--server")
@@ -32,7 +34,7 @@ def test_give_puts_it_in_the_environment_and_keeps_the_user_s_own_content(tmp_pa
         "mcp": {"docs": {"type": "remote", "url": "https://d"}},
         "permission": {"bash": "ask"},
     }
-    given = OpencodeMcp().give({CONFIG_CONTENT: json.dumps(mine)}, SERVER, tmp_path, {"WAAAH_AGENT_ID": "a1"})
+    given = giver(MCP).give({CONFIG_CONTENT: json.dumps(mine)}, SERVER, tmp_path, {"WAAAH_AGENT_ID": "a1"})
     assert given.args == [] and list(given.env) == [CONFIG_CONTENT]
     doc = json.loads(given.env[CONFIG_CONTENT])
     assert doc["model"] == "x/y"
@@ -58,10 +60,10 @@ def test_an_existing_entry_in_the_user_s_opencode_json_gives_its_server(tmp_path
         "environment": {"WAAAH_SERVER_URL": "http://s:1"},
     }
     config.write_text(json.dumps({"mcp": {"waaah": entry}}))
-    found = OpencodeMcp().existing({"XDG_CONFIG_HOME": str(tmp_path)})
+    found = giver(MCP).existing({"XDG_CONFIG_HOME": str(tmp_path)})
     assert found is not None and found.kind == "ours" and found.url == "http://s:1"
     config.write_text("[]")  # the wrong shape: its own CLI's file, not ours to judge
-    assert OpencodeMcp().existing({"XDG_CONFIG_HOME": str(tmp_path)}) is None
+    assert giver(MCP).existing({"XDG_CONFIG_HOME": str(tmp_path)}) is None
 
 
 @pytest.mark.parametrize("store", ["garbage", "directory", "missing", "empty"])

@@ -8,12 +8,18 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_control import started
+from waaah_agent.adapters import registry
+from waaah_agent.adapters.claude.transcript import claude_counter
 from waaah_agent.adapters.codex import codex_counter
+from waaah_agent.adapters.gemini.transcript import gemini_counter
 from waaah_agent.core.oneshot.run_budget import RunBudget, attempt_cost, needs_prices
 from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Price, PriceProblem, cost_of, parse
 from waaah_agent.core.supervise import events as ev
-from waaah_agent.core.tokens import claude_counter, gemini_counter, model_totals, record_models
+from waaah_agent.core.tokens import model_totals, record_models
+
+#: The CLIs whose stream reports what a run cost.
+COSTED = {name for name, adapter in registry().items() if adapter.reports_cost}
 
 TRANSCRIPTS = Path(__file__).parent.parent / "fixtures" / "transcripts"
 TABLE = """
@@ -131,8 +137,8 @@ def test_a_run_budget_says_when_no_more_attempts_may_start():
     assert budget.spent(Tokens(900, 100), 0.1) == "1,000 tokens used, --max-tokens 1,000"
     assert budget.spent(Tokens(1, 1), 0.5).startswith("$0.5000 spent")
     assert budget.spent(Tokens(1, 1), None) == ""  # an unknown cost spends nothing
-    assert needs_prices(budget, ["claude", "gemini", "opencode", "codex"]) == ["gemini", "codex"]
-    assert needs_prices(RunBudget(max_tokens=5), ["gemini"]) == []
+    assert needs_prices(budget, ["claude", "gemini", "opencode", "codex"], COSTED) == ["gemini", "codex"]
+    assert needs_prices(RunBudget(max_tokens=5), ["gemini"], COSTED) == []
     prices = parse(TABLE)
     assert attempt_cost(Tokens(10, 10, cost_usd=0.02), "gemini-2.5-pro", prices) == (0.02, ())
     usd, unpriced = attempt_cost(Tokens(1_000_000, 0), "gemini-2.5-pro", prices)

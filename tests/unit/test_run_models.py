@@ -7,13 +7,19 @@ from typing import Any
 
 import pytest
 
+from waaah_agent.adapters import registry
+from waaah_agent.adapters.gemini import models as gemini_models
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
 from waaah_agent.core.oneshot import models
 from waaah_agent.core.oneshot.models import BadProviders, Providers, Resolution, parse, resolve, retry_model
 
 KNOWN = ["claude", "codex", "gemini", "opencode"]
-BUNDLED = models.bundled(KNOWN)
+BUNDLED = models.bundled(KNOWN, {n: a.model_aliases for n, a in registry().items()})
+
+
+def smaller(cli: str) -> models.Smaller | None:
+    return registry()[cli].smaller_model
 
 
 def layer(source: str, data: dict[str, Any]) -> Providers:
@@ -149,20 +155,26 @@ def failure(kind: F.ErrorType, message: str) -> Failure:
 def test_an_invalid_model_is_retried_once_with_the_cli_default() -> None:
     asked = Resolution("gemini-9-ultra", "gemini-9-ultra", "--model")
     bad = failure(F.INVALID_MODEL, "[API Error: HTTP 404]")
-    retry = retry_model("gemini", asked, bad, "", "gemini-9-ultra", False)
+    retry = retry_model(smaller("gemini"), asked, bad, "", "gemini-9-ultra", False)
     assert retry is not None and retry.model is None
     assert retry.text() == "gemini-9-ultra -> (CLI default) (invalid model: [API Error: HTTP 404])"
-    assert retry_model("gemini", asked, bad, "", "", True) is None  # once
+    assert retry_model(smaller("gemini"), asked, bad, "", "", True) is None  # once
     # The CLI's own default rejected: nothing smaller to try; the next CLI gets the prompt.
-    assert retry_model("gemini", Resolution("", None, "nothing configured"), bad, "", "", False) is None
+    assert (
+        retry_model(smaller("gemini"), Resolution("", None, "nothing configured"), bad, "", "", False) is None
+    )
     alias = Resolution("fast", "claude-haiku-5-5", "alias, bundled")
-    got = retry_model("claude", alias, failure(F.INVALID_MODEL, "model: claude-haiku-5-5"), "", "", False)
+    got = retry_model(
+        smaller("claude"), alias, failure(F.INVALID_MODEL, "model: claude-haiku-5-5"), "", "", False
+    )
     assert got is not None and got.text().startswith("claude-haiku-5-5 -> (CLI default) (invalid model: ")
 
 
 def test_a_long_reason_is_cut_to_one_short_line() -> None:
     asked = Resolution("m", "m", "--model")
-    got = retry_model("claude", asked, failure(F.INVALID_MODEL, "x " * 200 + "\nmore"), "", "", False)
+    got = retry_model(
+        smaller("claude"), asked, failure(F.INVALID_MODEL, "x " * 200 + "\nmore"), "", "", False
+    )
     assert got is not None and len(got.why) < 160 and got.why.endswith(" ...") and "\n" not in got.why
 
 
@@ -177,37 +189,38 @@ CAPACITY_MESSAGES = [
 def test_gemini_capacity_is_retried_once_with_a_smaller_model(evidence: str) -> None:
     rate = failure(F.RATE_LIMIT, evidence.splitlines()[0])
     default = Resolution("", None, "nothing configured")
-    got = retry_model("gemini", default, rate, evidence, "gemini-2.5-pro", False)
+    got = retry_model(smaller("gemini"), default, rate, evidence, "gemini-2.5-pro", False)
     assert got is not None and got.model == "gemini-2.5-flash" and got.requested == "gemini-2.5-pro"
     assert got.text().startswith("gemini-2.5-pro -> gemini-2.5-flash (no capacity: ")
     asked = Resolution("pro", "gemini-3-pro-preview", "alias, providers.yaml")
-    smaller = retry_model("gemini", asked, rate, evidence, "gemini-3-pro-preview", False)
-    assert smaller is not None and smaller.model == "gemini-3-flash-preview"
-    assert retry_model("gemini", asked, rate, evidence, "", True) is None
+    lower = retry_model(smaller("gemini"), asked, rate, evidence, "gemini-3-pro-preview", False)
+    assert lower is not None and lower.model == "gemini-3-flash-preview"
+    assert retry_model(smaller("gemini"), asked, rate, evidence, "", True) is None
     # gemini-cli itself ends such a run with exit code 173 and no status: a crash.
     crash = failure(F.CRASH, "[API Error: No capacity available for model gemini-2.5-pro on the server]")
-    got = retry_model("gemini", default, crash, crash.message, "gemini-2.5-pro", False)
+    got = retry_model(smaller("gemini"), default, crash, crash.message, "gemini-2.5-pro", False)
     assert got is not None and got.model == "gemini-2.5-flash"
 
 
 def test_no_capacity_retry_without_a_capacity_error_a_smaller_model_or_for_other_clis() -> None:
     rate = failure(F.RATE_LIMIT, "Resource has been exhausted (e.g. check quota).")
     default = Resolution("", None, "nothing configured")
-    assert retry_model("gemini", default, rate, "check quota", "gemini-2.5-pro", False) is None
+    assert retry_model(smaller("gemini"), default, rate, "check quota", "gemini-2.5-pro", False) is None
     capacity = CAPACITY_MESSAGES[0]
-    assert retry_model("gemini", default, rate, capacity, "gemini-2.5-flash-lite", False) is None
-    assert retry_model("claude", default, rate, capacity, "gemini-2.5-pro", False) is None
+    assert retry_model(smaller("gemini"), default, rate, capacity, "gemini-2.5-flash-lite", False) is None
+    assert retry_model(smaller("claude"), default, rate, capacity, "gemini-2.5-pro", False) is None
     assert (
-        retry_model("gemini", default, failure(F.AUTH, capacity), capacity, "gemini-2.5-pro", False) is None
+        retry_model(smaller("gemini"), default, failure(F.AUTH, capacity), capacity, "gemini-2.5-pro", False)
+        is None
     )
-    assert models.is_capacity(capacity) and not models.is_capacity("rate limit exceeded")
+    assert gemini_models.is_capacity(capacity) and not gemini_models.is_capacity("rate limit exceeded")
 
 
 def test_every_smaller_model_is_one_the_bundle_knows_to_stop_at() -> None:
     # No cycle: following "smaller" always ends.
-    for start in models.SMALLER:
+    for start in gemini_models.SMALLER:
         seen, model = set(), start
-        while model in models.SMALLER:
+        while model in gemini_models.SMALLER:
             assert model not in seen
             seen.add(model)
-            model = models.SMALLER[model]
+            model = gemini_models.SMALLER[model]

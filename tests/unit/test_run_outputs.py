@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_run_streams import RECORDED, STREAMS, failure_of, recorded
+from waaah_agent.adapters import registry
+from waaah_agent.adapters.claude.transcript import claude_thinking
+from waaah_agent.adapters.gemini.transcript import gemini_thoughts
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure, classify
 from waaah_agent.core.oneshot import models, outputs, present
@@ -290,8 +293,11 @@ def test_codex_and_opencode_recorded_reasoning_is_the_reasoning(cli: str) -> Non
 )
 def test_recorded_session_files_hold_the_last_turn_s_thinking(cli: str, thought: str) -> None:
     lines = (STREAMS / RECORDED[cli] / "thinking.session.jsonl").read_text(encoding="utf-8").splitlines()
-    assert outputs.session_reasoning(cli, lines) == thought
-    assert outputs.session_reasoning("codex", lines) == ""  # codex's and opencode's: from the stream
+    reasoning = registry()[cli].reasoning
+    assert reasoning is not None and reasoning(lines) == thought
+    assert (
+        registry()["codex"].reasoning is None and registry()["opencode"].reasoning is None
+    )  # from the stream
 
 
 def test_session_reasoning_takes_the_last_turn_only_and_survives_junk() -> None:
@@ -305,7 +311,7 @@ def test_session_reasoning_takes_the_last_turn_only_and_survives_junk() -> None:
         '{"id": "g2", "type": "gemini", "content": "b", "thoughts": [{"subject": "Plan", "description": "z"}]}',
         '{"id": "g3", "type": "gemini", "content": "c", "thoughts": "not a list"}',
     ]
-    assert outputs.session_reasoning("gemini", gemini) == "Plan: z"
+    assert gemini_thoughts(gemini) == "Plan: z"
     claude = [
         '{"type": "user", "message": {"role": "user", "content": "first"}}',
         '{"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "old"}]}}',
@@ -315,7 +321,7 @@ def test_session_reasoning_takes_the_last_turn_only_and_survives_junk() -> None:
         '{"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "two"}]}}',
         '{"type": "assistant", "message": "junk"}',
     ]
-    assert outputs.session_reasoning("claude", claude) == "one\ntwo"
+    assert claude_thinking(claude) == "one\ntwo"
 
 
 def test_gemini_s_capacity_errors_as_now_classified_still_get_the_smaller_model() -> None:
@@ -326,7 +332,9 @@ def test_gemini_s_capacity_errors_as_now_classified_still_get_the_smaller_model(
         classify(1, "", StreamSummary(error=text, error_status=503)),  # provider_error
     ):
         assert failure is not None and failure.type in (F.UNKNOWN, F.PROVIDER_ERROR)
-        got = models.retry_model("gemini", default, failure, text, "gemini-2.5-pro", False)
+        got = models.retry_model(
+            registry()["gemini"].smaller_model, default, failure, text, "gemini-2.5-pro", False
+        )
         assert got is not None and got.model == "gemini-2.5-flash", failure
 
 

@@ -45,7 +45,8 @@ def recorded(cli: str, scenario: str) -> tuple[StreamSummary, int | None, str]:
 def failure_of(cli: str, scenario: str) -> F.Failure | None:
     summary, code, stderr = recorded(cli, scenario)
     now = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
-    return classify(code, stderr, summary, timed_out=code is None, now=now, tz=timezone.utc)
+    refused = adapters.registry()[cli].refused_login()
+    return classify(code, stderr, summary, timed_out=code is None, now=now, tz=timezone.utc, refused=refused)
 
 
 @pytest.mark.parametrize("cli", CLIS)

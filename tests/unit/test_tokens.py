@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 
 from waaah_agent import adapters
-from waaah_agent.core.tokens import Usage, claude_counter, claude_usage, gemini_counter, gemini_usage
+from waaah_agent.adapters.claude.transcript import claude_counter, claude_usage
+from waaah_agent.adapters.gemini.transcript import gemini_counter, gemini_usage
+from waaah_agent.core.tokens import Usage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 CLAUDE = FIXTURES / "claude-2.1.332.jsonl"

@@ -253,7 +253,9 @@ def agent(
         ),
     ] = "text",
 ) -> None:
-    """Run an agent CLI in a supervised terminal and give it its workflow.
+    """Supervise an agent CLI and keep it in its workflow.
+
+    Runs the CLI in a supervised terminal and gives it its workflow.
 
     Anything after `--` goes to the CLI unchanged, e.g.
     `waaah agent --start=gemini --as=waaah-orc -- --model gemini-2.5-pro`.
@@ -342,7 +344,9 @@ def doctor(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check the set-up: CLIs and versions, login, MCP entry, server and key, git, workflow, .waaah/.
+    """Check the set-up and say what to fix.
+
+    CLIs and versions, login, MCP entry, server and key, git, workflow, .waaah/.
 
     Exit code 1 when any check fails. Example: waaah doctor --agent gemini --server http://localhost:3456
     """

@@ -17,7 +17,9 @@ def config(
         bool, typer.Option("--example", help="Print a commented config file with every key.")
     ] = False,
 ) -> None:
-    """The config file's path and each setting: its value and whether it comes from the
+    """Show the config file's path and each setting.
+
+    The config file's path and each setting: its value and whether it comes from the
     environment, the config file or the default (a flag wins over all three)."""
     from waaah_agent.core.config import template
     from waaah_agent.core.printable import one_line

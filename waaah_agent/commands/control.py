@@ -23,7 +23,9 @@ def send(
     session: Annotated[str | None, SESSION] = None,
     workspace: Annotated[Path | None, WORKSPACE] = None,
 ) -> None:
-    """Type a prompt into the running agent, with the same verified delivery as waaah's own: once
+    """Type a prompt into the running agent when it is ready.
+
+    Type a prompt into the running agent, with the same verified delivery as waaah's own: once
     it is ready (a wait_for_prompt in flight is ended with Esc; a turn at work is left to finish),
     never over a draft. Queued in order; kept across restarts."""
     from waaah_agent.runtime.night import control
@@ -78,21 +80,27 @@ def _command(name: str, said: str, session: str | None, workspace: Path | None) 
 def pause(
     session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
 ) -> None:
-    """Hold continue prompts and heartbeats (the agent carries on; tasks still reach it)."""
+    """Hold the continue prompts and heartbeats.
+
+    The agent carries on; tasks still reach it."""
     _command("pause", "nudges held until waaah resume", session, workspace)
 
 
 def resume(
     session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
 ) -> None:
-    """Release them: an agent idle at its prompt gets one continue prompt."""
+    """Send continue prompts and heartbeats again.
+
+    An agent idle at its prompt gets one continue prompt."""
     _command("resume", "nudges again", session, workspace)
 
 
 def stop(
     session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
 ) -> None:
-    """Save and exit, as the Ctrl+C menu's "save and exit" does; waits for it (60 s)."""
+    """Save the running session and exit.
+
+    As the Ctrl+C menu's "save and exit" does; waits for it (60 s)."""
     _command("stop", "", session, workspace)
 
 
@@ -102,7 +110,9 @@ def tail(
     lines: Annotated[int, typer.Option("-n", "--lines", min=0, help="Lines to show first.")] = 20,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is added.")] = False,
 ) -> None:
-    """The running session's text log (timestamped, secrets masked)."""
+    """Show the running session's text log.
+
+    Timestamped, secrets masked."""
     from waaah_agent.runtime.night import control
 
     def go() -> int:
@@ -118,7 +128,9 @@ def tail(
 def attach(
     session: Annotated[str | None, SESSION] = None, workspace: Annotated[Path | None, WORKSPACE] = None
 ) -> None:
-    """Watch the running session's screen as it is drawn (read-only; Ctrl+C detaches). For a
+    """Watch the running session's screen, read-only.
+
+    Watch the running session's screen as it is drawn (read-only; Ctrl+C detaches). For a
     headless session: what its agent shows, from now on."""
     from waaah_agent.runtime.night import control
 

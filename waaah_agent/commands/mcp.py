@@ -20,11 +20,12 @@ from waaah_agent.commands.running import _exit
 from waaah_agent.errors import UsageError
 
 if TYPE_CHECKING:
-    from waaah_agent.runtime.mcp.setup import Persistent
+    from waaah_agent.core.mcp.givers import Persistent
 
 mcp_app = typer.Typer(
     name="mcp",
-    help="Keep a waaah MCP entry in a CLI's own settings for plain runs (waaah agent needs none).",
+    help="Keep a waaah MCP entry in a CLI's own settings.\n\n"
+    "For plain runs of the CLI (waaah agent needs none).",
     no_args_is_help=True,
 )
 
@@ -56,7 +57,9 @@ def install(
         typer.Option("--api-key", help="Written into the entry (the file becomes 0600).", show_default=False),
     ] = None,
 ) -> None:
-    """Add (or update) the waaah entry in the CLI's own settings file, with a backup."""
+    """Add (or update) the waaah entry in a CLI's settings.
+
+    In the CLI's own settings file, with a backup."""
     from waaah_agent.runtime.mcp import setup as mcp_setup
 
     def go() -> int:
@@ -64,7 +67,7 @@ def install(
         env = dict(os.environ)
         url = server or env.get(settings.SERVER_URL) or settings.DEFAULT_SERVER_URL
         key = api_key or env.get(settings.API_KEY)
-        entry = persistent.entry(mcp_setup.PROXY_COMMAND, url, key)
+        entry = persistent.entry(mcp_setup.PROXY_COMMAND, settings.proxy_env(url, key))
         choice = mcp_setup.ServerChoice(url, key, "--server" if server else "default")
         notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
         for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
@@ -76,7 +79,9 @@ def install(
 
 @mcp_app.command()
 def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
-    """Remove the waaah entry from the CLI's own settings file, with a backup."""
+    """Remove the waaah entry from a CLI's settings.
+
+    From the CLI's own settings file, with a backup."""
     from waaah_agent.runtime.mcp import setup as mcp_setup
 
     def go() -> int:
@@ -92,17 +97,26 @@ def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
 
 @mcp_app.command()
 def settle() -> None:
-    """Carry back what gemini wrote in the per-run homes no running session holds (left by a
+    """Carry back what gemini wrote in per-run homes.
+
+    Carry back what gemini wrote in the per-run homes no running session holds (left by a
     killed supervisor, or kept because something could not be carried), then remove them. A file
     that differs from yours is put beside it (NAME.waaah-<home>). Exit 1 when one is still kept."""
     from waaah_agent import adapters
+    from waaah_agent.core.mcp.givers import HomePerRun
     from waaah_agent.runtime.mcp import homes
     from waaah_agent.runtime.mcp.cli_home import PerRunHome
+    from waaah_agent.runtime.mcp.givers import giver
 
     def go() -> int:
         env = dict(os.environ)
-        givers = [a.mcp for a in adapters.registry().values() if isinstance(a.mcp, PerRunHome)]
-        notes = [note for giver in givers for note in giver.settle_leftovers(env, everything=True)]
+        givers = [giver(a.mcp) for a in adapters.registry().values() if isinstance(a.mcp, HomePerRun)]
+        notes = [
+            note
+            for home in givers
+            if isinstance(home, PerRunHome)
+            for note in home.settle_leftovers(env, everything=True)
+        ]
         for note in notes or [f"no home left to settle in {homes.homes_root(env)}"]:
             print(f"waaah: {note}")
         return 1 if homes.leftovers(env) else 0
@@ -140,7 +154,9 @@ def mcp_proxy(
         ),
     ] = None,
 ) -> None:
-    """Serve the WAAAH agent tools over stdio MCP, forwarding each call to the WAAAH server."""
+    """Serve the WAAAH agent tools over stdio MCP.
+
+    Each call is forwarded to the WAAAH server."""
     from waaah_agent.runtime.mcp import proxy
 
     given = settings.proxy_settings(os.environ, server, api_key, agent_id, inbox)

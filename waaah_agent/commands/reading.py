@@ -20,7 +20,9 @@ def sessions(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
+    """List this workspace's sessions and runs as a tree.
+
+    Supervised sessions and `waaah run` runs of this workspace as a tree, newest day first:
     id, kind, agent, status, duration (runs), tokens in/out, first prompt line. `waaah run --list ID
     --paths` shows one tree with each run's log path. Example: waaah sessions --json"""
     from waaah_agent.runtime.oneshot import run_trees, runlog
@@ -45,7 +47,9 @@ def status(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """What the running (else the newest) session is doing now. Exit code 7 when there is none."""
+    """Show what the running (else the newest) session is doing.
+
+    Exit code 7 when there is none."""
     from waaah_agent.runtime.night import report
 
     def show() -> int:
@@ -90,7 +94,9 @@ def replay(
         Path | None, typer.Option("--workspace", help="Default: the current directory.")
     ] = None,
 ) -> None:
-    """Replay a session's screen record from any point, through asciinema's player: the whole night,
+    """Replay a session's screen from any point of the night.
+
+    Replay a session's screen record from any point, through asciinema's player: the whole night,
     its compressed parts included. Example: waaah replay --at 03:12 --speed 4"""
     from waaah_agent.runtime.night.replay import replay_session
 

@@ -37,7 +37,9 @@ def report(
         Path | None, typer.Option("--workspace", help="Default: the current directory.")
     ] = None,
 ) -> None:
-    """The night at a glance: time working, in the loop, idle, limited, restarting; tasks served,
+    """Show the night at a glance: time, tasks, nudges, restarts.
+
+    The night at a glance: time working, in the loop, idle, limited, restarting; tasks served,
     nudges and whether each was answered, restarts and their causes, tokens. Exit code 7 when
     there is no such session."""
     from waaah_agent.runtime.night import files as night_files

@@ -50,7 +50,9 @@ def route(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """Recommend a CLI and its fallback chain for a role, from the routing table and what is
+    """Recommend a CLI and its fallbacks for a role.
+
+    Recommend a CLI and its fallback chain for a role, from the routing table and what is
     available now (installed, credentials, circuit breaker, usage limit). No model is called.
     Exit code 15 when no CLI of the chain is available. Example: waaah route --role reviewer --json
     """
@@ -90,7 +92,9 @@ def quota(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """The last usage limit known per CLI (from `waaah run` results and this workspace's
+    """Show the last usage limit known per CLI.
+
+    The last usage limit known per CLI (from `waaah run` results and this workspace's
     supervised sessions) and whether it still holds. No model is called."""
     from waaah_agent import adapters
     from waaah_agent.core import quota as Q

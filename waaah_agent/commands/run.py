@@ -228,7 +228,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run one prompt through an agent CLI headless and print one JSON envelope (on a failure too).
+    """Run one prompt headless and print one JSON envelope.
+
+    One prompt through an agent CLI headless, one JSON envelope (on a failure too).
 
     Retries transient errors, waits out short rate limits, falls back to the next CLI of the
     chain (--fallback, else the other usable CLIs) on a crash or timeout, all within --timeout

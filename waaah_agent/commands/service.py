@@ -15,8 +15,8 @@ from waaah_agent.commands.running import _exit
 
 service_app = typer.Typer(
     name="service",
-    help="Agents that come back after a reboot: instances of one systemd user template unit "
-    "(a launchd agent each on macOS).",
+    help="Keep agents that come back after a reboot.\n\n"
+    "Instances of one systemd user template unit (a launchd agent each on macOS).",
     no_args_is_help=True,
 )
 
@@ -48,7 +48,9 @@ def install(
         typer.Option("--notify", metavar="URL", help="Alerts (kept in the instance's 0600 settings file)."),
     ] = None,
 ) -> None:
-    """Install one agent of the crew: `waaah agent --resume-or-start` for this CLI, workflow and
+    """Install one agent of the crew as a service.
+
+    Install one agent of the crew: `waaah agent --resume-or-start` for this CLI, workflow and
     workspace, enabled and started. Install as many as you like (one per workspace and workflow).
     Example: waaah service install --start=gemini --as=waaah-orc --workspace ~/src/app"""
     from waaah_agent import adapters
@@ -95,7 +97,9 @@ def status(
     name: Annotated[str | None, typer.Argument(help="One service's name; none: list them all.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The list as JSON.")] = False,
 ) -> None:
-    """Every agent of the crew with its state (systemd's, and what its /readyz says), or what
+    """Show every agent of the crew with its state.
+
+    Every agent of the crew with its state (systemd's, and what its /readyz says), or what
     systemd says of one."""
     from waaah_agent.runtime.night import service
 
@@ -131,7 +135,9 @@ def _shown(text: str) -> str:
 
 @service_app.command()
 def remove(name: Annotated[str, typer.Argument(help="The service's name, as status lists it.")]) -> None:
-    """Stop and disable one agent and remove its settings (the others and every session stay)."""
+    """Stop, disable and remove one agent of the crew.
+
+    Its settings go; the others and every session stay."""
     from waaah_agent.runtime.night import service
 
     def go() -> int:

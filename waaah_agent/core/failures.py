@@ -104,16 +104,6 @@ _AUTH = re.compile(
     r"account validation required|ProviderAuthError|(?:please )?(?:log|sign) ?in again|"
     r"refresh token (?:was|has been|is) (?:revoked|expired|invalid)|token could not be refreshed"
 )
-#: gemini's Code Assist login refusing the account for good: personal Google accounts were moved
-#: to Google's Antigravity CLI on 2026-06-18 (its IneligibleTierError, "... migrate to the
-#: Antigravity suite").
-_ACCOUNT_REFUSED = re.compile(r"(?i)IneligibleTierError|migrate to the Antigravity")
-ANTIGRAVITY_HINT = (
-    "Google moved personal Google accounts from Gemini CLI to its Antigravity CLI (agy), which waaah "
-    "cannot supervise; what works: a Gemini API key (GEMINI_API_KEY, https://aistudio.google.com/apikey), "
-    "a Gemini Code Assist Standard or Enterprise login, Vertex AI, or another CLI (--start=claude, "
-    "codex or opencode)"
-)
 _RATE = re.compile(
     r"(?i)rate[ _-]?limit|resource_exhausted|exhausted your (?:daily )?quota|quota exceeded|usage limit|"
     r"too many requests|hit your limit|limit reached"
@@ -188,8 +178,11 @@ def classify(
     timed_out: bool = False,
     now: datetime | None = None,
     tz: tzinfo | None = None,
+    refused: tuple[re.Pattern[str], str] | None = None,
 ) -> Failure | None:
-    """None when the run answered; else the failure's class and a one-line message."""
+    """None when the run answered; else the failure's class and a one-line message. ``refused``:
+    what the CLI says when its login refused the account for good, and what works instead
+    (``Adapter.account_refused``, ``Adapter.refused_hint``), added to the message."""
     if timed_out:
         return Failure(TIMEOUT, "the CLI did not finish within the time left", RECOVERABLE[TIMEOUT], None)
     cli_error = summary.error.strip()
@@ -222,8 +215,8 @@ def classify(
         said = _AUTH.search(cli_error) or _AUTH.search(f"{head}\n{tail}")
         if said is not None:
             message = _line(_whole_line(said))
-        if _ACCOUNT_REFUSED.search(evidence):
-            message = f"{message}. {ANTIGRAVITY_HINT}"
+        if refused is not None and refused[0].search(evidence):
+            message = f"{message}. {refused[1]}"
         return failure(AUTH)
     if _QUOTA.search(evidence):
         return failure(QUOTA, parse_reset(evidence, now, tz) if now is not None and tz is not None else None)

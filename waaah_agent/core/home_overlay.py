@@ -1,14 +1,13 @@
 """A CLI's settings for one run, laid over the user's own, and what to carry back afterwards.
 
-gemini reads its user settings from ``$GEMINI_CLI_HOME/.gemini`` (default: the home folder),
-and a per-run settings file of its own (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``) is only read when
-it and every folder above it belong to root. So a run of gemini gets a home of its own: its
-``.gemini`` links every entry of the user's, except ``settings.json``, which is the user's
-settings with this run's keys laid over them (:func:`overlay`). gemini writes some files by
+A CLI that reads MCP servers only from its user settings, in a folder under a home a variable
+moves (its adapter's ``HomePerRun``: the variable, the folder), gets a home of its own per run:
+its folder links every entry of the user's, except ``settings.json``, which is the user's
+settings with this run's keys laid over them (:func:`overlay`). The CLI may write some files by
 renaming a new one over the old name: that replaces our link with a file, and a file it
 creates lands in the run's home only. After each run, :func:`settle` says what to carry back,
-so the user's folder ends as gemini alone would have left it, without our keys. A folder gemini
-made is carried entry by entry (:data:`Action.DESCEND`): two runs that each made ``tmp/`` both
+so the user's folder ends as the CLI alone would have left it, without our keys. A folder the
+CLI made is carried entry by entry (:data:`Action.DESCEND`): two runs that each made ``tmp/`` both
 have their conversations carried into the user's one. What cannot be carried (both sides changed
 a file that is not JSON) stays in the run's home, which is then kept, never removed.
 
@@ -33,7 +32,7 @@ Path = tuple[str, ...]
 
 @dataclass(frozen=True)
 class Change:
-    """One key gemini set (``value``) or removed (``removed``) in the run's settings."""
+    """One key the CLI set (``value``) or removed (``removed``) in the run's settings."""
 
     path: Path
     value: Any = None
@@ -101,8 +100,8 @@ def apply(document: dict[str, Any], found: Iterable[Change]) -> dict[str, Any]:
 
 
 def merge_state(theirs: Any, ours: Any) -> Any:
-    """A state file gemini rewrote during the run, merged into the user's current one: objects
-    key by key (``projects.json`` keeps the projects another gemini added meanwhile), lists as
+    """A state file the CLI rewrote during the run, merged into the user's current one: objects
+    key by key (``projects.json`` keeps the projects another run added meanwhile), lists as
     the user's items then the run's that are not among them (``logs.json`` keeps the prompts of
     both), the run's value wherever both hold one."""
     if isinstance(theirs, dict) and isinstance(ours, dict):
@@ -143,11 +142,11 @@ class Action(enum.Enum):
 
 
 def settle(name: str, in_run: Kind, in_user: Kind, user_unchanged: bool, both_json: bool) -> Action:
-    """What to do with one entry of the run's ``.gemini`` once the run is over (``name``: its path
+    """What to do with one entry of the run's CLI folder once the run is over (``name``: its path
     in that folder; only the top ``settings.json`` is the run's own).
 
     ``user_unchanged``: the user's entry is byte for byte what it was when the run's home was
-    made (a rename of gemini's replaced our link to it). ``both_json``: both are files holding
+    made (a rename of the CLI's replaced our link to it). ``both_json``: both are files holding
     a JSON object."""
     if name == SETTINGS or in_run in (Kind.MISSING, Kind.LINK, Kind.OTHER):
         return Action.KEEP

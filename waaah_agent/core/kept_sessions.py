@@ -2,17 +2,14 @@
 
 Before every native resume the supervisor keeps a copy of the files in which the CLI holds the
 session (``Adapter.session_files``); after the run it compares them with what is there now and
-puts back what the CLI removed or emptied. gemini 0.61.0 needs it (upstream issue 29198): every
-start, ``--resume`` too, first opens a file of its own named for the minute it starts, holding
-no conversation; a resume in a later minute leaves that file beside the real one, and the next
-start of gemini removes every file of a session with such a file (its retention clean-up matches
-them by the id's first 8 characters). A resume within the same minute writes into the real
-file, and an exit before the conversation is loaded again removes it. Either way the
-conversation is gone. So a file of the session that holds no conversation, beside one that
-does, is set aside (never deleted) before a resume and after every run.
+puts back what the CLI removed or emptied. A CLI may open a new file for the session at every
+start, resume too, and later remove every file of a session when one of them holds no
+conversation (the adapter that needs this says which release and why). So a file of the session
+that holds no conversation, beside one that does, is set aside (never deleted) before a resume
+and after every run.
 
-Whether a file holds a conversation is read the way each CLI reads it: :func:`gemini_holds`,
-:func:`claude_holds`, :func:`codex_holds` (None: cannot tell).
+Whether a file holds a conversation is read the way each CLI reads it: ``Adapter.holds_conversation``
+(None: cannot tell).
 """
 
 from __future__ import annotations
@@ -71,85 +68,8 @@ def decide(kept: Mapping[str, FileSeen], now: Mapping[str, FileSeen]) -> Plan:
 
 # -- whether a file holds a conversation, as each CLI reads it -------------------------------
 
-#: gemini's own rule (isIgnoredUserContent): user text that is no conversation of the user's.
-_IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
 
-
-def _text(content: Any) -> str:
-    """gemini's partListUnionToString, for what its session files hold: a string or parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        return str(content.get("text") or "")
-    if isinstance(content, list):
-        return "".join(_text(part) for part in content)
-    return ""
-
-
-def _resumable(message: Any) -> bool:
-    """gemini's isResumableMessageRecord: a user message of the user's, or any model answer."""
-    if not isinstance(message, dict):
-        return False
-    text = _text(message.get("content")).strip()
-    if message.get("type") == "user":
-        return bool(text) and not text.startswith(_IGNORED_PREFIXES)
-    if message.get("type") == "gemini":
-        return bool(text or message.get("toolCalls") or message.get("thoughts"))
-    return False
-
-
-def gemini_holds(lines: Iterable[str]) -> bool | None:
-    """Whether a gemini session file holds a conversation ``--resume`` can carry on.
-
-    JSONL (0.51 and later): a header, then records replayed in order: a message (``id`` and
-    ``type``) is added or replaces the one of the same id; ``{"$set": {"messages": [...]}}``
-    replaces them all; ``{"$rewindTo": id}`` drops that message and those after it. A single
-    JSON document (0.34) holds ``messages``. None when no line parses."""
-    lines = list(lines)
-    try:  # a single JSON document (0.34); a JSONL file fails at its second line
-        document = json.loads("\n".join(lines))
-    except ValueError:
-        document = None
-    if isinstance(document, dict) and isinstance(document.get("messages"), list):
-        return any(_resumable(m) for m in document["messages"])
-    messages: dict[str, Any] = {}
-    parsed = False
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        parsed = True
-        if isinstance(record.get("messages"), list) and "$set" not in record:  # the whole document
-            messages = _by_id(record["messages"])
-        elif isinstance(record.get("$set"), dict):
-            new = record["$set"].get("messages")
-            if isinstance(new, list):
-                messages = _by_id(new)
-        elif "$rewindTo" in record:
-            keys = list(messages)
-            if record["$rewindTo"] in messages:
-                for key in keys[keys.index(record["$rewindTo"]) :]:
-                    del messages[key]
-            else:
-                messages = {}
-        elif "id" in record and "type" in record:
-            messages[str(record["id"])] = record
-    if not parsed:
-        return None
-    return any(_resumable(m) for m in messages.values())
-
-
-def _by_id(messages: list[Any]) -> dict[str, Any]:
-    return {str(m.get("id", n)) if isinstance(m, dict) else str(n): m for n, m in enumerate(messages)}
-
-
-def _records(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
+def json_lines(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
     for line in lines:
         try:
             record = json.loads(line)
@@ -157,13 +77,3 @@ def _records(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
             continue
         if isinstance(record, dict):
             yield record
-
-
-def claude_holds(lines: Iterable[str]) -> bool | None:
-    """A claude session file holds a conversation when it has a user or assistant message."""
-    return any(r.get("type") in ("user", "assistant") and "message" in r for r in _records(lines))
-
-
-def codex_holds(lines: Iterable[str]) -> bool | None:
-    """A codex rollout holds a conversation when it has a message (a ``response_item``)."""
-    return any(r.get("type") == "response_item" for r in _records(lines))

@@ -284,38 +284,3 @@ def _human(span: timedelta) -> str:
     minutes, seconds = divmod(rest, 60)
     parts = [f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if n]
     return " ".join(parts) or "0s"
-
-
-def codex_resets_at(lines: list[str], now: datetime) -> datetime | None:
-    """When codex's spent usage window resets, from its session file: the newest record with
-    ``rate_limits`` (its ``token_count`` events, written from the ``x-codex-*`` headers of each
-    answer, a refused one too) names each window's ``used_percent`` and ``resets_at`` (Unix
-    seconds). The latest reset of the windows used up (100 %) that is still ahead; None when no
-    window is used up, or none resets later than ``now``."""
-    import json
-
-    for line in reversed(lines):
-        if '"rate_limits"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        payload = record.get("payload") if isinstance(record, dict) else None
-        limits = payload.get("rate_limits") if isinstance(payload, dict) else None
-        if not isinstance(limits, dict):
-            continue
-        found: list[datetime] = []
-        for window in (limits.get("primary"), limits.get("secondary")):
-            if not isinstance(window, dict):
-                continue
-            used, resets = window.get("used_percent"), window.get("resets_at")
-            if not isinstance(used, (int, float)) or not isinstance(resets, (int, float)) or used < 100:
-                continue
-            if isinstance(used, bool) or isinstance(resets, bool) or not 0 < resets < 1e11:
-                continue
-            when = datetime.fromtimestamp(resets, tz=timezone.utc)
-            if when > now:
-                found.append(when)
-        return max(found) if found else None
-    return None

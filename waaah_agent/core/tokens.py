@@ -1,27 +1,9 @@
 """Token usage read from the CLIs' own session records (not from what they draw on screen).
 
-Pure: the caller reads the files and passes their lines.
-
-Where the records are and what :class:`Usage` takes from them:
-
-* claude (``~/.claude/projects/<cwd, non-alphanumerics as ->/<session uuid>.jsonl``): each
-  ``"type": "assistant"`` record has the API's ``message.usage``. One API message can be split
-  over several records (one per content block, all with the same ``message.id``), so each message
-  counts once, from its latest record. ``input = input_tokens + cache_read_input_tokens +
-  cache_creation_input_tokens`` (the API's ``input_tokens`` leaves out the cached parts),
-  ``cached = cache_read_input_tokens``, ``output = output_tokens``.
-* gemini (``~/.gemini/tmp/<project>/chats/session-<date>-<id8>.jsonl``): the file is a log of
-  records; a message record (``"type": "gemini"`` for the model) is written again, with the same
-  ``id``, when it changes (e.g. once its tool calls are attached), and ``{"$set": {"messages":
-  [...]}}`` records carry whole lists. Each message counts once, from its latest record. Its
-  ``tokens`` are the API's usage metadata: ``input`` = promptTokenCount (cached tokens included),
-  ``cached`` = cachedContentTokenCount, ``thoughts``, ``tool`` = toolUsePromptTokenCount, ``output``
-  = candidatesTokenCount. So ``input = input + tool``, ``cached = cached``, ``output = output +
-  thoughts``. ``$rewindTo`` records drop messages from the conversation, but their tokens were
-  spent, so they stay counted. gemini 0.34.0 keeps the session as one JSON document
-  (``session-<date>-<id8>.json``: ``{"sessionId", ..., "messages": [...]}``), rewritten whole.
-
-Either way ``input`` is every prompt token the model read (``cached`` of them from a cache) and
+Pure: the caller reads the files and passes their lines. Each adapter says how one record of its
+CLI's transcript gives (message id, :class:`Usage`, model) (``adapters/<cli>/transcript.py``);
+:class:`UsageCounter` keeps the running totals, each message counted once, from its latest
+record. ``input`` is every prompt token the model read (``cached`` of them from a cache) and
 ``output`` every token it produced.
 """
 
@@ -50,7 +32,7 @@ class Usage:
         return Usage(self.input - other.input, self.output - other.output, self.cached - other.cached)
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
     """A non-negative integer from a JSON value; anything else counts as 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
@@ -58,11 +40,11 @@ def _count(value: Any) -> int:
 
 
 def json_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a session file: one per line, or (gemini 0.34.0) one document over
-    many lines; anything else is skipped."""
+    """The JSON objects of a session file: one per line, or (an older release's) one document
+    over many lines; anything else is skipped."""
     rest = iter(lines)
     for first in rest:
-        if first.strip() == "{":  # one JSON document over many lines (gemini 0.34.0's session file)
+        if first.strip() == "{":  # one JSON document over many lines
             body = list(rest)
             document = _object("{" + "".join(part.strip() for part in body))
             yield from [document] if document is not None else _lines(body)
@@ -97,67 +79,8 @@ def _lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 Entries = Callable[[dict[str, Any]], Iterator[tuple[str, "Usage", str]]]
 
 
-def _name(value: Any) -> str:
+def model_name(value: Any) -> str:
     return value[:200] if isinstance(value, str) else ""
-
-
-def claude_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    if record.get("type") != "assistant":
-        return
-    message = record.get("message")
-    if not isinstance(message, dict):
-        return
-    usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return
-    key = message.get("id") or record.get("requestId") or record.get("uuid")
-    if not isinstance(key, str) or not key:
-        return
-    read = _count(usage.get("cache_read_input_tokens"))
-    created = _count(usage.get("cache_creation_input_tokens"))
-    yield (
-        key,
-        Usage(
-            input=_count(usage.get("input_tokens")) + read + created,
-            output=_count(usage.get("output_tokens")),
-            cached=read,
-        ),
-        _name(message.get("model")),
-    )
-
-
-def _gemini_message(message: Any) -> tuple[str, Usage, str] | None:
-    if not isinstance(message, dict) or message.get("type") != "gemini":
-        return None
-    tokens = message.get("tokens")
-    key = message.get("id")
-    if not isinstance(tokens, dict) or not isinstance(key, str) or not key:
-        return None
-    return (
-        key,
-        Usage(
-            input=_count(tokens.get("input")) + _count(tokens.get("tool")),
-            output=_count(tokens.get("output")) + _count(tokens.get("thoughts")),
-            cached=_count(tokens.get("cached")),
-        ),
-        _name(message.get("model")),
-    )
-
-
-def gemini_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    changes = record.get("$set")
-    if isinstance(changes, dict):
-        messages = changes.get("messages")
-    elif "type" not in record and isinstance(record.get("messages"), list):
-        messages = record["messages"]  # the whole session as one document (gemini 0.34.0)
-    else:
-        messages = [record]
-    if not isinstance(messages, list):
-        return
-    for message in messages:
-        entry = _gemini_message(message)
-        if entry is not None:
-            yield entry
 
 
 @dataclass
@@ -169,7 +92,7 @@ class UsageCounter:
     only: keep a trailing line without its newline back until it is complete."""
 
     entries: Entries
-    # For a CLI that names the model once per turn rather than per message (codex): the model a
+    # For a CLI that names the model once per turn rather than per message: the model a
     # record switches to, else "".
     turn_model: Callable[[dict[str, Any]], str] | None = None
     total: Usage = Usage()
@@ -203,26 +126,6 @@ class UsageCounter:
         return len(self._seen)
 
 
-def claude_counter() -> UsageCounter:
-    """A counter for a claude transcript."""
-    return UsageCounter(claude_entries)
-
-
-def gemini_counter() -> UsageCounter:
-    """A counter for a gemini session file."""
-    return UsageCounter(gemini_entries)
-
-
-def claude_usage(lines: Iterable[str]) -> Usage:
-    """Total token usage of a claude transcript (JSONL lines)."""
-    return claude_counter().feed(lines)
-
-
-def gemini_usage(lines: Iterable[str]) -> Usage:
-    """Total token usage of a gemini session file (JSONL lines)."""
-    return gemini_counter().feed(lines)
-
-
 def usage_dict(usage: Usage) -> dict[str, int]:
     return {"input": usage.input, "output": usage.output, "cached": usage.cached}
 
@@ -230,12 +133,12 @@ def usage_dict(usage: Usage) -> dict[str, int]:
 def record_file(files: Mapping[str, Mapping[str, int]], path: str, usage: Usage) -> dict[str, dict[str, int]]:
     """``files`` (a session's totals per transcript file) with ``path`` read again as ``usage``.
 
-    A session's conversation may be in more than one file: gemini 0.61 and claude 2.1 append a
-    resumed conversation to the file it was in (the same path, read again: replaced, never
-    added), while a fresh start after a run that wrote nothing, or a CLI that starts a new file,
-    brings a new path, which adds. A count never goes down: tokens a file no longer shows (a
-    rewritten or vanished file) were spent all the same. A later gemini carries a conversation
-    of 0.34's ``.json`` kind on in a ``.jsonl`` file beside it, whole: that one replaces it."""
+    A session's conversation may be in more than one file: a CLI may append a resumed
+    conversation to the file it was in (the same path, read again: replaced, never added), while
+    a fresh start after a run that wrote nothing, or a CLI that starts a new file, brings a new
+    path, which adds. A count never goes down: tokens a file no longer shows (a rewritten or
+    vanished file) were spent all the same. A file carried on whole under a new name (a later
+    release's ``.jsonl`` beside an older ``.json``) replaces the one it carries on."""
     out = {name: dict(counts) for name, counts in files.items()}
     earlier = out.pop(path[:-1], {}) if path.endswith(".jsonl") else {}
     earlier = out.get(path, earlier)

@@ -14,25 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from waaah_agent import settings
-from waaah_agent.adapters.base import Adapter
+from waaah_agent.adapters.base import CHECKOUT, Adapter
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout, for an editable install
 LOCAL_BIN = CHECKOUT / ".cache" / "clis" / "node_modules" / ".bin"
-
-
-def install_command(name: str, package: str, version: str) -> str:
-    """How to install the release of a CLI that waaah is tested with, the project's own way:
-    the checkout's script, into ``.cache/clis`` (never globally); without the checkout (an
-    installed package), npm into a folder of the user's that ``WAAAH_CLI_DIR`` then names."""
-    script = CHECKOUT / "scripts" / "install_clis.sh"
-    if script.is_file():
-        where = CHECKOUT / ".cache" / "clis"
-        return f"{shlex.quote(str(script))} {name} (the pinned {version}, into {where}; make run AGENT={name} does it too)"
-    folder = "~/.local/share/waaah-agent/clis"
-    return (
-        f"npm install --prefix {folder} {package}@{version}, then set "
-        f"{settings.CLI_DIR}={folder}/node_modules/.bin"
-    )
 
 
 def local_bin(env: Mapping[str, str]) -> Path:

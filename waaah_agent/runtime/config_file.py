@@ -15,7 +15,7 @@ from waaah_agent import settings
 from waaah_agent.core.config import KEYS, ConfigProblem, parse
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
-from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
+from waaah_agent.safe_read import UnsafeFile, read_capped
 
 CONFIG_VAR = "WAAAH_CONFIG"
 CAP = 1024 * 1024

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from waaah_agent import settings
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import UnsafeFile, read_capped
 
 #: A key is short; anything longer in that file is not one.
 MAX_KEY_BYTES = 4096

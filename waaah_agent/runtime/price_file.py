@@ -15,7 +15,7 @@ from waaah_agent import settings
 from waaah_agent.core.prices import PriceProblem, Prices, example_line, parse
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import config_file, key_file
-from waaah_agent.runtime.safe_read import read_capped, why
+from waaah_agent.safe_read import read_capped, why
 
 CAP = 256 * 1024
 

@@ -17,8 +17,8 @@ from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime.night.report import last_events
 from waaah_agent.runtime.oneshot.breakers import state_dir
 from waaah_agent.runtime.private import untrusted
-from waaah_agent.runtime.safe_read import read_capped
 from waaah_agent.runtime.store import SessionStore, atomic_write, event_time
+from waaah_agent.safe_read import read_capped
 
 QUOTA_CAP = 16 * 1024
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")

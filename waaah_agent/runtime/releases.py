@@ -24,8 +24,8 @@ from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.versions import Release, judge, options_in_help, parse_version
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.safe_read import read_capped
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import read_capped
 
 PROBE_TIMEOUT = 30.0  # seconds for --version and --help together (a node CLI under load is slow)
 _CACHE_CAP = 1024 * 1024

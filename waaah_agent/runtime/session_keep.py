@@ -20,7 +20,7 @@ from typing import Any
 
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.kept_sessions import FileSeen, Plan, decide
-from waaah_agent.runtime.safe_read import open_regular, why
+from waaah_agent.safe_read import open_regular, why
 
 #: A session file larger than this is not copied (said once in the log).
 KEEP_CAP = 512 * 1024 * 1024

@@ -26,8 +26,8 @@ from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
-from waaah_agent.runtime.safe_read import STATE_CAP, read_capped, read_text
 from waaah_agent.runtime.supervise.send_queue import SendQueue
+from waaah_agent.safe_read import STATE_CAP, read_capped, read_text
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from waaah_agent.core import names
 from waaah_agent.core.oneshot.run_inputs import split_front_matter
 from waaah_agent.errors import UsageError, WorkflowNotFound
-from waaah_agent.runtime.safe_read import WORKFLOW_CAP, read_text, why
+from waaah_agent.safe_read import WORKFLOW_CAP, read_text, why
 
 BUNDLED = Path(__file__).resolve().parent.parent / "workflows"
 

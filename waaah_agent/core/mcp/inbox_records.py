@@ -2,7 +2,7 @@
 
 Three writers append to the inbox and the supervisor loop reads it:
 
-* the CLI's own hooks (``python -m waaah_agent.runtime.mcp.hook``, claude only): a :class:`HookRecord`;
+* the CLI's own hooks (``python -m waaah_agent.runtime.mcp.hook``, for a CLI whose adapter gives ``hooks``): a :class:`HookRecord`;
 * our MCP proxy (``waaah mcp-proxy``), once when a tool call starts and once when it ends: a
   :class:`TapRecord`;
 * the user from another shell (`waaah send`, `pause`, `resume`, `stop`): a :class:`ControlRecord`.
@@ -76,7 +76,7 @@ class TapOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class HookRecord:
-    """One event of the CLI's hooks (claude: SessionStart, UserPromptSubmit, Stop, Notification)."""
+    """One event of the CLI's hooks (``HooksPerRun.events``: e.g. SessionStart, Stop)."""
 
     ts: float
     cli: str

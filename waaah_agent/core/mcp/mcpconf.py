@@ -1,4 +1,5 @@
-"""The waaah MCP server entry in each CLI's settings: build it, find it, merge it in.
+"""The waaah MCP server entry in a CLI's settings: find it, merge it in (each adapter builds its
+own entry: ``Adapter.mcp``).
 
 Pure: dicts in, dicts out. The caller reads and writes files (with a backup, atomically).
 """
@@ -8,8 +9,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from typing import Any
-
-from waaah_agent.settings import API_KEY, SERVER_URL, proxy_env
 
 NAME = "waaah"
 #: The longest wait_for_prompt long poll the WAAAH server holds a call, in seconds.
@@ -29,29 +28,8 @@ class ExistingEntry:
     )  # the entry's WAAAH API key, if it holds one
 
 
-def gemini_entry(command: list[str], url: str, api_key: str | None) -> dict[str, Any]:
-    """gemini: `trust` skips the per-call confirmation; `timeout` (ms) lets the long poll block."""
-    return {
-        "command": command[0],
-        "args": [*command[1:], "mcp-proxy"],
-        "env": proxy_env(url, api_key),
-        "trust": True,
-        "timeout": TOOL_TIMEOUT_MS,
-    }
-
-
-def claude_config(command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """The document for claude's per-run ``--mcp-config <file>``."""
-    entry = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp-proxy"], "env": env}
-    return {"mcpServers": {NAME: entry}}
-
-
-def claude_entry(command: list[str], url: str, api_key: str | None) -> dict[str, Any]:
-    """claude: the entry kept in ``~/.claude.json`` for every run (`waaah mcp install`)."""
-    return dict(claude_config(command, proxy_env(url, api_key))["mcpServers"][NAME])
-
-
-def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
+def find_entry(settings: dict[str, Any], url_var: str, key_var: str) -> ExistingEntry | None:
+    """The waaah entry under ``mcpServers`` (``url_var``, ``key_var``: the proxy's variables)."""
     servers = settings.get("mcpServers")
     if not isinstance(servers, dict) or not isinstance(servers.get(NAME), dict):
         return None
@@ -65,8 +43,8 @@ def find_entry(settings: dict[str, Any]) -> ExistingEntry | None:
         kind = "upstream"
     else:
         kind = "other"
-    url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get(SERVER_URL)
-    key = env.get(API_KEY)
+    url = _flag_value(args, "--url") or _flag_value(args, "--server") or env.get(url_var)
+    key = env.get(key_var)
     return ExistingEntry(kind, url, bool(key), str(key) if key else None)
 
 

@@ -22,16 +22,15 @@ A providers file (YAML), every key optional::
       aliases: {fast: claude-haiku-5-5}
 
 After a failed attempt (:func:`retry_model`): a model the CLI rejected (``invalid_model``) is
-tried once more with the CLI's own default (no model flag); gemini's capacity errors ("No
-capacity available for model ...", ``MODEL_CAPACITY_EXHAUSTED``) once more with the smaller
-model of the same family. Each resolution reads ``requested -> effective (why)``; after a
+tried once more with the CLI's own default (no model flag); a capacity error once more with
+the smaller model of the same family, where the CLI's adapter names one (``smaller_model``). Each resolution reads ``requested -> effective (why)``; after a
 model retry, ``requested`` is the model that failed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from waaah_agent.core import failures as F
@@ -41,35 +40,11 @@ CLI_DEFAULT = "(CLI default)"
 #: What a resolution names as requested when no --model was given.
 NOTHING_REQUESTED = "(none)"
 
-#: The bundled aliases: only models the pinned CLIs list themselves (gemini-cli's model
-#: constants, claude's model catalogue). codex and opencode get none: codex's catalogue changes
-#: with the account's plan, and opencode's models belong to the providers the user configured.
-BUNDLED: dict[str, dict[str, object]] = {
-    "gemini": {
-        "aliases": {"fast": "gemini-2.5-flash", "smart": "gemini-2.5-pro", "pro": "gemini-2.5-pro"},
-    },
-    "claude": {
-        "aliases": {"fast": "claude-haiku-5-5", "smart": "claude-sonnet-5-5", "pro": "claude-opus-5-5"},
-    },
-}
-
-#: gemini's capacity errors, as gemini-cli itself recognises them (429/503 with an ErrorInfo
-#: reason MODEL_CAPACITY_EXHAUSTED or _EXCEEDED, or these words in the message).
-_CAPACITY = re.compile(
-    r"(?i)no capacity available|exhausted your capacity|capacity exceeded|MODEL_CAPACITY_EXHAUSTED|"
-    r"MODEL_CAPACITY_EXCEEDED"
-)
-
+#: Failures after which a model retry may try a smaller model (``Adapter.smaller_model`` decides).
 _CAPACITY_TYPES = (F.RATE_LIMIT, F.TRANSIENT, F.PROVIDER_ERROR, F.CRASH, F.UNKNOWN)
 
-#: The next smaller model of the same gemini family (gemini-cli's own model names).
-SMALLER: dict[str, str] = {
-    "gemini-3.1-pro-preview": "gemini-3-flash-preview",
-    "gemini-3-pro-preview": "gemini-3-flash-preview",
-    "gemini-3-flash-preview": "gemini-3.1-flash-lite",
-    "gemini-2.5-pro": "gemini-2.5-flash",
-    "gemini-2.5-flash": "gemini-2.5-flash-lite",
-}
+#: (the model that failed, what the CLI said) -> the smaller model to try once more, or None.
+Smaller = Callable[[str, str], str | None]
 
 #: A model name: no spaces or control characters, not starting with "-" (it would read as a flag).
 _NAME = re.compile(r"^[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]{0,199}$")
@@ -176,9 +151,10 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def bundled(known: Iterable[str]) -> Providers:
+def bundled(known: Iterable[str], aliases: Mapping[str, Mapping[str, str]]) -> Providers:
+    """The bundled layer: each known CLI's own aliases (``Adapter.model_aliases``)."""
     names = set(known)
-    return parse({k: v for k, v in BUNDLED.items() if k in names}, names, "bundled")
+    return parse({k: {"aliases": dict(v)} for k, v in aliases.items() if k in names and v}, names, "bundled")
 
 
 def resolve(cli: str, requested: str | None, first: bool, layers: Iterable[Providers]) -> Resolution:
@@ -203,12 +179,8 @@ def resolve(cli: str, requested: str | None, first: bool, layers: Iterable[Provi
     return Resolution("", None, "nothing configured")
 
 
-def is_capacity(text: str) -> bool:
-    return bool(_CAPACITY.search(text))
-
-
 def retry_model(
-    cli: str,
+    smaller: Smaller | None,
     current: Resolution,
     failure: F.Failure,
     evidence: str,
@@ -218,19 +190,20 @@ def retry_model(
     """The model of the one retry a CLI gets after ``failure``, or None (no model retry).
 
     ``evidence`` is what the CLI said (its error and stderr); ``reported_model`` the model its
-    stream named (what "the CLI default" was)."""
+    stream named (what "the CLI default" was); ``smaller``: the CLI's ``Adapter.smaller_model``."""
     if already_retried:
         return None
     why = _short(failure.message)
     if failure.type == F.INVALID_MODEL and current.model is not None:
         return Resolution(current.model, None, f"invalid model: {why}")
-    # gemini-cli 0.61 ends such a run with exit code 173 and no HTTP status (an unknown error to
-    # the classifier); a 429 or 503 naming the capacity is a rate limit or a provider error.
-    if cli == "gemini" and failure.type in _CAPACITY_TYPES and is_capacity(evidence):
+    # A CLI may end a run without capacity with an exit code of its own and no HTTP status (an
+    # unknown error to the classifier); a 429 or 503 naming the capacity is a rate limit or a
+    # provider error.
+    if smaller is not None and failure.type in _CAPACITY_TYPES:
         failed = current.model or reported_model
-        smaller = SMALLER.get(failed)
-        if smaller:
-            return Resolution(failed, smaller, f"no capacity: {why}")
+        model = smaller(failed, evidence)
+        if model:
+            return Resolution(failed, model, f"no capacity: {why}")
     return None
 
 

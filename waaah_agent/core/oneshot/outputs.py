@@ -11,12 +11,10 @@ stay beside them. A plain answer that is one markdown code fence loses the fence
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from waaah_agent.core import failures as F
 from waaah_agent.core.oneshot.streams import EDIT_TOOLS, SHELL_TOOLS, Tokens, ToolActivity, tool_names
-from waaah_agent.core.tokens import json_records
 
 #: ``reasoning`` is cut to this many characters.
 REASONING_CAP = 600
@@ -251,59 +249,3 @@ def stderr_tail(text: str, lines: int = STDERR_LINES) -> str:
             if len(kept) == lines:
                 break
     return "\n".join(reversed(kept))
-
-
-#: The CLIs whose session files :func:`session_reasoning` reads.
-SESSION_REASONING = ("gemini", "claude")
-
-
-def session_reasoning(agent: str, lines: Iterable[str]) -> str:
-    """The model's thinking in the last turn of a CLI's session file (the text after the last
-    prompt typed), or "". gemini (``chats/session-*.jsonl``): the ``thoughts`` (subject and
-    description) of its ``gemini`` messages, a message rewritten under the same id counting
-    once; claude (``projects/<cwd>/<id>.jsonl``): the ``thinking`` blocks of its assistant
-    records. Other CLIs: "" (their streams carry the reasoning)."""
-    if agent == "gemini":
-        return _gemini_thoughts(json_records(lines))
-    if agent == "claude":
-        return _claude_thinking(json_records(lines))
-    return ""
-
-
-def _gemini_thoughts(records: Iterable[dict[str, Any]]) -> str:
-    messages: dict[str, dict[str, Any]] = {}  # by id, in first-seen order, latest version
-    for record in records:
-        found = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
-        batch = found if isinstance(found, list) else record.get("messages")  # 0.34.0: one document
-        for message in batch if isinstance(batch, list) else [record]:
-            if isinstance(message, dict) and message.get("type") in ("user", "gemini"):
-                messages[str(message.get("id") or len(messages))] = message
-    turn: list[str] = []
-    for message in messages.values():
-        if message.get("type") == "user":
-            turn = []
-            continue
-        for thought in message.get("thoughts") or []:
-            if isinstance(thought, dict):
-                subject, text = str(thought.get("subject") or ""), str(thought.get("description") or "")
-                turn.append(f"{subject}: {text}" if subject and text else subject or text)
-    return "\n".join(t for t in turn if t.strip())
-
-
-def _claude_thinking(records: Iterable[dict[str, Any]]) -> str:
-    turn: list[str] = []
-    for record in records:
-        message = record.get("message")
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        if record.get("type") == "user" and (
-            isinstance(content, str)
-            or any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
-        ):
-            turn = []  # a prompt typed (not a tool result): a new turn
-        elif record.get("type") == "assistant" and isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "thinking":
-                    turn.append(str(block.get("thinking") or ""))
-    return "\n".join(t for t in turn if t.strip())

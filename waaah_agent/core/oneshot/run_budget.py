@@ -9,14 +9,12 @@ still the answer: it is printed, with the budget marked spent and a warning. Pur
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
 from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Prices, cost_of
-
-#: CLIs whose headless stream reports what a run cost (claude's result, opencode's steps).
-COST_REPORTING = frozenset({"claude", "opencode"})
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,12 @@ def counted(used: Tokens) -> int:
     return used.total or used.input + used.output
 
 
-def needs_prices(budget: RunBudget, chain: list[str]) -> list[str]:
-    """The CLIs of ``chain`` whose cost only a price table can tell (for --max-cost)."""
+def needs_prices(budget: RunBudget, chain: list[str], reports_cost: Container[str]) -> list[str]:
+    """The CLIs of ``chain`` whose cost only a price table can tell (for --max-cost): those not
+    in ``reports_cost`` (``Adapter.reports_cost``: their stream says what a run cost)."""
     if budget.max_cost is None:
         return []
-    return [name for name in chain if name not in COST_REPORTING]
+    return [name for name in chain if name not in reports_cost]
 
 
 def attempt_cost(tokens: Tokens, model: str, prices: Prices) -> tuple[float | None, tuple[str, ...]]:

@@ -1,12 +1,13 @@
-"""Parsers of the CLIs' headless JSON streams (one JSON object per line).
+"""The parser of a CLI's headless JSON stream (one JSON object per line); what each event of a
+CLI's stream means is its adapter's (``adapters/<cli>/stream.py``: ``apply_<cli>``).
 
 Fed one line at a time, a parser keeps a :class:`StreamSummary`: the CLI's session id and model,
 the final answer, token numbers as the CLI reports them, tool activity, and the CLI's *own* error
 report (an API error it gave up on), kept apart from anything the model says. Lines that are not
 JSON objects (warnings some CLIs print on stdout) are counted as noise and dropped.
 
-Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py for
-gemini and claude, scripts/record_streams_extra.py for codex and opencode).
+Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py,
+scripts/record_streams_extra.py).
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ class Tokens:
     cached: int = 0
     total: int = 0
     cost_usd: float | None = None
-    # Input tokens written to the provider's prompt cache, where the CLI reports them (claude,
-    # codex, opencode); None where it does not (gemini). Already counted in ``input``.
+    # Input tokens written to the provider's prompt cache, where the CLI reports them; None where
+    # it does not. Already counted in ``input``.
     cache_write: int | None = None
 
     def __add__(self, other: Tokens) -> Tokens:
@@ -145,24 +146,24 @@ class Tokens:
 class StreamSummary:
     session_id: str = ""
     model: str = ""
-    # The final answer (``response``): the assistant text after the last tool call (claude: its
-    # `result`). Kept as its pieces, joined when read: a CLI that streams its answer in deltas
-    # (gemini) would otherwise copy the whole answer at each one.
+    # The final answer (``response``): the assistant text after the last tool call (or the CLI's
+    # own final result). Kept as its pieces, joined when read: a CLI that streams its answer in
+    # deltas would otherwise copy the whole answer at each one.
     answer: list[str] = field(default_factory=list, repr=False)
     tokens: Tokens = field(default_factory=Tokens)
     tools: ToolActivity = field(default_factory=ToolActivity)
-    # The model's thinking / reasoning text as the stream carries it (claude's thinking blocks,
-    # codex's reasoning items, opencode's reasoning parts; gemini's stream-json has none).
+    # The model's thinking / reasoning text as the stream carries it ("" when the stream has none:
+    # then ``Adapter.reasoning`` may read it from the CLI's transcript).
     reasoning: str = ""
     # The CLI's own error report, never the model's words.
     error: str = ""
     error_status: int | None = None  # an HTTP status the CLI names
-    error_kind: str = ""  # the CLI's own label for it (e.g. claude's "rate_limit")
+    error_kind: str = ""  # the CLI's own label for it (e.g. "rate_limit")
     finished: bool = False  # the stream's final result event was seen
     events: int = 0
     noise: int = 0
     retries: int = 0  # retries the CLI reported making on its own
-    # True when ``tokens`` is the CLI session's running total rather than this run's (codex): on a
+    # True when ``tokens`` is the CLI session's running total rather than this run's: on a
     # resumed session it then includes every earlier run of that session.
     tokens_cumulative: bool = False
     # Tool calls started and not yet finished (parsers that see start and end events).
@@ -259,295 +260,10 @@ class StreamParser:
 REASONING_KEEP = 16 * 1024
 
 
-def _reasoned(s: StreamSummary, text: str) -> None:
+def reasoned(s: StreamSummary, text: str) -> None:
     if text.strip() and len(s.reasoning) < REASONING_KEEP:
         s.reasoning = (f"{s.reasoning}\n{text}" if s.reasoning else text)[:REASONING_KEEP]
 
 
-def _int(value: Any) -> int:
+def as_int(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-# --------------------------------------------------------------------------------------------
-# gemini -p ... --output-format stream-json
-# lines: init, message (user | assistant with delta), tool_use, tool_result, error, result
-# --------------------------------------------------------------------------------------------
-
-_STATUS_IN_TEXT = re.compile(r'(?:"code"\s*:\s*|API Error: |\((?=\d{3}\)))(\d{3})\b')
-
-
-def apply_gemini(event: dict[str, Any], s: StreamSummary) -> None:
-    kind = event.get("type")
-    if kind == "init":
-        s.session_id = str(event.get("session_id") or s.session_id)
-        s.model = str(event.get("model") or s.model)
-    elif kind == "message" and event.get("role") == "assistant":
-        text = str(event.get("content") or "")
-        if event.get("delta"):
-            s.answer.append(text)
-        else:
-            s.response = text
-    elif kind == "tool_use":
-        s.tools.called(str(event.get("tool_name") or ""))
-        s.response = ""
-    elif kind == "tool_result":
-        if event.get("status") not in (None, "success"):
-            s.tools.error_count += 1
-    elif kind == "error" and event.get("severity") not in ("warning", "info"):
-        s.error = str(event.get("message") or s.error)
-    elif kind == "result":
-        s.finished = True
-        stats = event.get("stats") or {}
-        s.tokens = Tokens(
-            input=_int(stats.get("input_tokens")),
-            output=_int(stats.get("output_tokens")),
-            cached=_int(stats.get("cached")),
-            total=_int(stats.get("total_tokens")),
-        )
-        if event.get("status") != "success":
-            error = event.get("error") or {}
-            s.error = (
-                str(error.get("message") or "gemini reported an error")
-                if isinstance(error, dict)
-                else str(error)
-            )
-            s.error_kind = str(error.get("type") or "") if isinstance(error, dict) else ""
-            found = _STATUS_IN_TEXT.search(s.error)
-            s.error_status = int(found.group(1)) if found else None
-
-
-# --------------------------------------------------------------------------------------------
-# claude -p ... --output-format stream-json --verbose
-# lines: system (init, api_retry, ...), assistant, user (tool results), result
-# --------------------------------------------------------------------------------------------
-
-
-def apply_claude(event: dict[str, Any], s: StreamSummary) -> None:
-    kind = event.get("type")
-    if kind == "system":
-        if event.get("subtype") == "init":
-            s.session_id = str(event.get("session_id") or s.session_id)
-            s.model = str(event.get("model") or s.model)
-        elif event.get("subtype") == "api_retry":
-            s.retries += 1
-    elif kind == "assistant":
-        message = event.get("message") or {}
-        if event.get("is_api_error_message") or event.get("error"):
-            # claude's own error, shaped as a message from a "<synthetic>" model.
-            s.error = _claude_text(message) or s.error
-            s.error_kind = str(event.get("error") or "")
-            s.error_status = _int(event.get("api_error_status")) or s.error_status
-            return
-        for block in message.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
-                _reasoned(s, block["thinking"])
-            if block.get("type") == "tool_use":
-                s.tools.called(str(block.get("name") or ""))
-                s.response = ""
-        text = _claude_text(message)
-        if text:
-            s.response = text
-    elif kind == "user":
-        for block in (event.get("message") or {}).get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error"):
-                s.tools.error_count += 1
-    elif kind == "result":
-        s.finished = True
-        s.session_id = str(event.get("session_id") or s.session_id)
-        usage = event.get("usage") or {}
-        fresh = _int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
-        cached = _int(usage.get("cache_read_input_tokens"))
-        output = _int(usage.get("output_tokens"))
-        cost = event.get("total_cost_usd")
-        s.tokens = Tokens(
-            fresh,
-            output,
-            cached,
-            fresh + cached + output,
-            float(cost) if isinstance(cost, (int, float)) else None,
-            _int(usage.get("cache_creation_input_tokens")),
-        )
-        models = [m for m in (event.get("modelUsage") or {}) if m != "<synthetic>"]
-        if models and not s.model:
-            s.model = models[0]
-        if event.get("is_error"):
-            s.error = (
-                str(event.get("result") or "")
-                or s.error
-                or str(event.get("subtype") or "claude reported an error")
-            )
-            s.error_status = _int(event.get("api_error_status")) or s.error_status
-            s.error_kind = s.error_kind or str(event.get("api_error_type") or event.get("subtype") or "")
-        elif isinstance(event.get("result"), str):
-            s.response = event["result"]
-
-
-def _claude_text(message: dict[str, Any]) -> str:
-    return "".join(
-        str(b.get("text") or "")
-        for b in message.get("content") or []
-        if isinstance(b, dict) and b.get("type") == "text"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# codex exec --json [PROMPT]   /   codex exec resume --json ID [PROMPT]
-# lines: thread.started, turn.started, item.started / item.completed (agent_message,
-# command_execution, file_change, mcp_tool_call, web_search, error, ...), error, turn.completed,
-# turn.failed
-# --------------------------------------------------------------------------------------------
-
-# "unexpected status 401 Unauthorized: ...", "exceeded retry limit, last status: 429 Too Many Requests"
-_CODEX_STATUS = re.compile(r"(?i)\b(?:unexpected status|last status:?)\s+(\d{3})\b")
-_CODEX_RETRY = re.compile(r"^Reconnecting\.\.\. \d+/\d+")
-
-
-def _codex_tool(item: dict[str, Any]) -> str | None:
-    """The tool name of a codex item that is a tool call (None for messages, reasoning, ...)."""
-    kind = str(item.get("type") or "")
-    if kind == "mcp_tool_call":
-        return f"mcp__{item.get('server') or ''}__{item.get('tool') or ''}"
-    if kind in ("command_execution", "file_change", "web_search"):
-        return kind
-    if kind == "collab_tool_call":
-        return str(item.get("tool") or kind)
-    return None
-
-
-def _codex_failed(item: dict[str, Any]) -> bool:
-    if item.get("status") in ("failed", "declined") or item.get("error"):
-        return True
-    code = item.get("exit_code")
-    return item.get("type") == "command_execution" and isinstance(code, int) and code != 0
-
-
-def apply_codex(event: dict[str, Any], s: StreamSummary) -> None:
-    kind = event.get("type")
-    if kind == "thread.started":
-        s.session_id = str(event.get("thread_id") or s.session_id)
-    elif kind in ("item.started", "item.completed"):
-        item = event.get("item") or {}
-        if not isinstance(item, dict):
-            return
-        item_id = str(item.get("id") or "")
-        name = _codex_tool(item)
-        if name is not None:
-            # A call counts once, when first seen (some items only ever arrive completed).
-            if item_id not in s.open_calls:
-                s.tools.called(name)
-                s.response = ""
-            if kind == "item.started":
-                s.open_calls.add(item_id)
-            else:
-                s.open_calls.discard(item_id)
-                if _codex_failed(item):
-                    s.tools.error_count += 1
-        elif kind == "item.completed" and item.get("type") == "agent_message":
-            s.response = str(item.get("text") or "")
-        elif kind == "item.completed" and item.get("type") == "reasoning":
-            _reasoned(s, str(item.get("text") or ""))
-        # An item of type "error" is a warning codex went on after (e.g. no metadata for a
-        # model name); the run's own failure comes as the events below.
-    elif kind == "error":
-        message = str(event.get("message") or "")
-        if _CODEX_RETRY.match(message):
-            s.retries += 1
-        elif message:
-            _codex_error(s, message)
-    elif kind == "turn.failed":
-        s.finished = True
-        error = event.get("error") or {}
-        message = str(error.get("message") or "") if isinstance(error, dict) else str(error)
-        _codex_error(s, message or s.error or "codex reported a failed turn")
-    elif kind == "turn.completed":
-        s.finished = True
-        usage = event.get("usage") or {}
-        # input_tokens includes the cached ones; output_tokens includes the reasoning ones.
-        # Limitation: codex reports the *thread's* running total here, not this turn's. A fresh
-        # thread's total is this run's usage; after `exec resume` it also holds every earlier
-        # turn of the thread, and the stream carries nothing to tell them apart. The summary
-        # keeps the total and sets tokens_cumulative; `waaah run --session` takes off the total
-        # its log holds from the earlier run (runtime/run_attempts.py, session_total).
-        fresh_input = _int(usage.get("input_tokens"))
-        output = _int(usage.get("output_tokens"))
-        s.tokens = Tokens(
-            input=fresh_input,
-            output=output,
-            cached=_int(usage.get("cached_input_tokens")),
-            total=fresh_input + output,
-            cache_write=_int(usage.get("cache_write_input_tokens"))
-            if "cache_write_input_tokens" in usage
-            else None,
-        )
-        s.tokens_cumulative = True
-
-
-def _codex_error(s: StreamSummary, message: str) -> None:
-    s.error = message
-    found = _CODEX_STATUS.search(message)
-    if found:
-        s.error_status = int(found.group(1))
-
-
-# --------------------------------------------------------------------------------------------
-# opencode run --format json [PROMPT]   (--session ID to continue)
-# lines (each with sessionID): step_start, text, reasoning, tool_use, step_finish, error
-# --------------------------------------------------------------------------------------------
-
-
-def apply_opencode(event: dict[str, Any], s: StreamSummary) -> None:
-    kind = event.get("type")
-    if event.get("sessionID") and not s.session_id:
-        s.session_id = str(event["sessionID"])
-    part = event.get("part") or {}
-    if not isinstance(part, dict):
-        part = {}
-    if kind == "text":
-        # Each text part arrives once, complete (no deltas); the last one is the answer.
-        text = str(part.get("text") or "")
-        if text:
-            s.response = text
-    elif kind == "reasoning":
-        _reasoned(s, str(part.get("text") or ""))
-    elif kind == "tool_use":
-        s.tools.called(str(part.get("tool") or ""))
-        s.response = ""
-        state = part.get("state") or {}
-        exit_code = (state.get("metadata") or {}).get("exit") if isinstance(state, dict) else None
-        if (isinstance(state, dict) and state.get("status") == "error") or (
-            isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
-        ):
-            s.tools.error_count += 1
-    elif kind == "step_finish":
-        # One per model call: input excludes the cache reads and writes, output excludes the
-        # reasoning tokens; the summary counts them the way the other CLIs do.
-        tokens = part.get("tokens") or {}
-        cache = tokens.get("cache") or {}
-        cached = _int(cache.get("read"))
-        fresh_input = _int(tokens.get("input")) + cached + _int(cache.get("write"))
-        output = _int(tokens.get("output")) + _int(tokens.get("reasoning"))
-        cost = part.get("cost")
-        s.tokens = s.tokens + Tokens(
-            fresh_input,
-            output,
-            cached,
-            _int(tokens.get("total")) or fresh_input + output,
-            float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
-            _int(cache.get("write")),
-        )
-        if part.get("reason") != "tool-calls":
-            s.finished = True
-    elif kind == "error":
-        s.finished = True
-        error = event.get("error") or {}
-        if not isinstance(error, dict):
-            s.error = str(error) or "opencode reported an error"
-            return
-        data = error.get("data") or {}
-        if not isinstance(data, dict):
-            data = {}
-        s.error = str(data.get("message") or error.get("name") or "opencode reported an error")
-        s.error_kind = str(error.get("name") or "")
-        s.error_status = _int(data.get("statusCode")) or s.error_status

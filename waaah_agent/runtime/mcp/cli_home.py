@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,19 +35,12 @@ from waaah_agent import settings
 from waaah_agent.core import home_overlay
 from waaah_agent.core.home_overlay import SETTINGS
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import HomePerRun
+from waaah_agent.errors import ConfigRefused
 from waaah_agent.runtime.mcp import home_carry, homes
+from waaah_agent.runtime.mcp.givers import Finding, Given, find_entry
 from waaah_agent.runtime.mcp.homes import MANIFEST, SETTLE_COMMAND, homes_root
-from waaah_agent.runtime.mcp.setup import (
-    PROXY_COMMAND,
-    ConfigRefused,
-    Finding,
-    Given,
-    Persistent,
-    ServerChoice,
-    read_config,
-    read_json,
-    rewrite_config,
-)
+from waaah_agent.runtime.mcp.setup import PROXY_COMMAND, ServerChoice, read_config, read_json, rewrite_config
 from waaah_agent.runtime.store import atomic_write
 
 __all__ = ["MANIFEST", "KEY_REFERENCE", "PerRunHome", "homes_root"]
@@ -57,19 +50,9 @@ KEY_REFERENCE = "${" + settings.API_KEY + "}"
 
 
 @dataclass(frozen=True)
-class PerRunHome:
+class PerRunHome(HomePerRun):
     """How a CLI is given the waaah MCP server and its run settings through a home per run."""
 
-    #: The variable that moves the CLI's home (gemini: ``GEMINI_CLI_HOME``).
-    home_var: str
-    #: The CLI's folder in a home (gemini: ``.gemini``).
-    folder: str
-    #: The entry: (proxy command, server URL, API key) -> the dict under ``mcpServers.waaah``.
-    entry: Callable[[list[str], str, str | None], dict[str, Any]]
-    #: Settings of every supervised run besides the entry, as paths into the settings document.
-    run_settings: Mapping[tuple[str, ...], Any] = field(default_factory=dict)
-    #: The entry a user may ask to keep in their own settings (`waaah mcp install`).
-    persistent: Persistent | None = None
     #: The clock that stamps backups (a test passes a fixed one).
     now: Callable[[], datetime] = datetime.now
 
@@ -80,7 +63,7 @@ class PerRunHome:
         return homes_root(env) / session_dir.name
 
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        return mcpconf.find_entry(read_json(self.user_folder(env) / SETTINGS))
+        return find_entry(read_json(self.user_folder(env) / SETTINGS))
 
     def give(
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
@@ -89,7 +72,7 @@ class PerRunHome:
         notes = self.settle_leftovers(env, skip=home)
         user = self.user_folder(env)
         current = read_config(user / SETTINGS)  # refuses a damaged file with one line
-        entry = self.entry(PROXY_COMMAND, server.url, server.api_key)
+        entry = self.entry(PROXY_COMMAND, settings.proxy_env(server.url, server.api_key))
         run_env = {self.home_var: str(home)}
         if server.api_key and isinstance(entry.get("env"), dict):
             entry["env"][settings.API_KEY] = KEY_REFERENCE  # the key itself: gemini's environment

@@ -23,8 +23,8 @@ from typing import Any
 from waaah_agent.core import home_overlay
 from waaah_agent.core.home_overlay import Action, Kind
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.safe_read import UnsafeFile, open_regular, read_capped
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import UnsafeFile, open_regular, read_capped
 
 #: Files larger than this are not compared or merged as JSON, only carried whole.
 STATE_FILE_CAP = 4 * 1024 * 1024

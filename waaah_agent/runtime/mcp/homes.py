@@ -20,7 +20,7 @@ from pathlib import Path
 
 from waaah_agent import settings
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.safe_read import read_capped
+from waaah_agent.safe_read import read_capped
 
 MANIFEST = "waaah-home.json"
 #: What settles a home left behind (cli_mcp.py).

@@ -52,8 +52,8 @@ from waaah_agent.runtime.mcp.tool_http import (
     end_record,
     start_record,
 )
-from waaah_agent.runtime.safe_read import read_text, why
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import read_text, why
 
 if TYPE_CHECKING:
     from waaah_agent.runtime.store import SessionDir

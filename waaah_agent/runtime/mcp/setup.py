@@ -1,24 +1,13 @@
-"""Give a CLI the waaah MCP server (and hooks) where it really reads them, and check the server.
+"""The waaah MCP server's set-up: which server a run uses, the user's settings files read
+safely, and the waaah entry written into them when they ask.
 
-Two ways, each an object an adapter picks and fills with its CLI's paths and flags:
-
-* runtime/cli_home.py's ``PerRunHome``: the CLI reads MCP servers only from its user settings
-  (gemini: ``~/.gemini/settings.json``; workspace settings are ignored in folders it does not
-  trust, and writing into the workspace would put a key into the user's repository), so each
-  run gets a home of its own whose settings are the user's with the waaah entry laid over them.
-* :class:`PerRunConfig`: the CLI takes a config file per run (claude: ``--mcp-config <file>`` in
-  the session folder, plus ``--allowedTools mcp__waaah`` so tool calls do not stop at a
-  permission dialog); the user's files are never touched.
-
-A user's own settings file is written only when they ask (`waaah mcp install` / `uninstall`,
-:class:`Persistent`): a read-modify-write that keeps all other keys, with a timestamped backup
-first and an atomic replace, mode 0600 when the entry holds a key. A symlink is followed (the
-file it names is edited, the link stays); a file that is read-only, or is not a regular file
-holding a JSON object, is refused with one line and left byte for byte as it was
-(:func:`read_config`, :func:`check_writable`).
-
-:class:`PerRunHooks` gives a CLI per-run hooks (claude: ``--settings <file>``) that report to the
-session inbox.
+How each CLI is given the server per run is its adapter's ``mcp`` (core/mcp/givers.py), carried
+out by runtime/mcp/givers.py. A user's own settings file is written only when they ask (`waaah
+mcp install` / `uninstall`, ``Persistent``): a read-modify-write that keeps all other keys, with
+a timestamped backup first and an atomic replace, mode 0600 when the entry holds a key. A
+symlink is followed (the file it names is edited, the link stays); a file that is read-only, or
+is not a regular file holding a JSON object, is refused with one line and left byte for byte as
+it was (:func:`read_config`, :func:`check_writable`).
 """
 
 from __future__ import annotations
@@ -33,12 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.errors import UsageError
+from waaah_agent.errors import ConfigRefused, UsageError
 from waaah_agent.runtime.mcp.waaah import Health
 from waaah_agent.runtime.store import atomic_write
 
@@ -66,17 +55,6 @@ class McpPlan:
 
 #: The largest settings file read: a settings file is a few kB; megabytes are something else.
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024
-#: What to tell the user when a file of theirs is refused.
-FIX_FILE = "fix or move it, then start again (or start with --no-mcp)"
-
-
-class ConfigRefused(UsageError):
-    """A user's config file we will not read or edit: what is wrong with it, and the fix."""
-
-    def __init__(self, what: str, fix: str = FIX_FILE) -> None:
-        super().__init__(f"{what}; {fix}")
-        self.what = what
-        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -231,69 +209,6 @@ def choose_server(
     return ServerChoice(url, typed, "asked", key_typed=typed is not None)
 
 
-@dataclass(frozen=True)
-class Given:
-    """What giving the server to one run did: notes for the user, arguments for the CLI."""
-
-    notes: list[str]
-    args: list[str]
-    #: Variables for the CLI's environment (gemini: the home of its own for this run).
-    env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What `waaah doctor` says about a CLI's waaah MCP entry."""
-
-    status: str  # "ok", "warn", "fail"
-    detail: str
-    fix: str = ""
-
-
-class McpGiver(Protocol):
-    """How one CLI is given the waaah MCP server (``Adapter.mcp``)."""
-
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        """The waaah entry the user already has (its URL is the server's default); raises
-        UsageError when a file that is ours to edit cannot be read."""
-        ...
-
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        """Point this run of the CLI at our proxy for ``server``."""
-        ...
-
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        """Where the CLI's entry stands now, for `waaah doctor`."""
-        ...
-
-    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        """One run of the CLI ended: carry back what it changed in what we gave it."""
-        ...
-
-    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        """The session ended: the same, then remove what was given for it."""
-        ...
-
-    @property
-    def persistent(self) -> Persistent | None:
-        """The entry a user may keep in their own settings (`waaah mcp install`), if any."""
-        ...
-
-
-@dataclass(frozen=True)
-class Persistent:
-    """Where a CLI keeps MCP servers for every run of it, and its waaah entry there."""
-
-    #: The user's settings file, from the environment.
-    path: Callable[[Mapping[str, str]], Path]
-    #: The entry: (proxy command, server URL, API key) -> the dict under ``mcpServers.waaah``.
-    entry: Callable[[list[str], str, str | None], dict[str, Any]]
-    #: The largest file read (claude's ~/.claude.json keeps its history too).
-    limit: int = 4 * 1024 * 1024
-
-
 def install_entry(
     path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime, limit: int = MAX_SETTINGS_BYTES
 ) -> list[str]:
@@ -403,66 +318,6 @@ def _write_backup(backup: Path, raw: bytes, mode: int) -> None:
         fh.write(raw)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-@dataclass(frozen=True)
-class PerRunConfig:
-    """A config file per run in the session folder, named to the CLI by a flag."""
-
-    #: The flag that names the file, e.g. ``--mcp-config``.
-    flag: str
-    #: The file's document: (proxy command, the proxy's environment) -> JSON object.
-    document: Callable[[list[str], dict[str, str]], dict[str, Any]]
-    #: Arguments given with it, e.g. ``--allowedTools mcp__waaah``.
-    extra_args: tuple[str, ...] = ()
-    #: A file of the CLI's own that may hold a waaah entry; only its URL is used.
-    user_file: Callable[[Mapping[str, str]], Path] | None = None
-    #: The entry a user may ask to keep in their own settings (`waaah mcp install`).
-    persistent: Persistent | None = None
-
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        if self.user_file is None:
-            return None
-        try:  # claude's ~/.claude.json keeps its history too: it may be large
-            return mcpconf.find_entry(read_json(self.user_file(env), limit=64 * MAX_SETTINGS_BYTES))
-        except UsageError:
-            return None  # the CLI's own file; not ours to judge
-
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        path = session_dir / "mcp.json"
-        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
-        atomic_write(path, json.dumps(self.document(PROXY_COMMAND, proxy_env), indent=2) + "\n", 0o600)
-        return Given([], [self.flag, str(path), *self.extra_args])
-
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        return Finding("ok", f"given per run with {self.flag} (your files are not touched)")
-
-    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # the CLI only reads the file
-
-    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # the file stays with the session's other files
-
-
-@dataclass(frozen=True)
-class PerRunHooks:
-    """Hooks given per run in a settings file, each running ``python -m waaah_agent.runtime.mcp.hook <cli>``,
-    which appends the event to the session inbox (``Adapter.hooks``)."""
-
-    cli: str
-    #: The flag that names the settings file, e.g. ``--settings``.
-    flag: str
-    #: The hook events to report, e.g. ``Stop``.
-    events: tuple[str, ...]
-
-    def args(self, session_dir: Path) -> list[str]:
-        command = " ".join([sys.executable, "-m", "waaah_agent.runtime.mcp.hook", self.cli])
-        hooks = {name: [{"hooks": [{"type": "command", "command": command}]}] for name in self.events}
-        path = session_dir / f"{self.cli}-settings.json"
-        atomic_write(path, json.dumps({"hooks": hooks}, indent=2) + "\n", 0o600)
-        return [self.flag, str(path)]
 
 
 def server_warning(server: ServerChoice, health: Health) -> str | None:

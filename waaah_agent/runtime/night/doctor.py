@@ -18,6 +18,7 @@ from waaah_agent.core.versions import Standing, judge
 from waaah_agent.errors import UsageError, WorkflowNotFound
 from waaah_agent.runtime import clis, key_file, releases
 from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp.givers import giver
 from waaah_agent.runtime.mcp.waaah import check_server
 from waaah_agent.runtime.oneshot import breakers
 from waaah_agent.runtime.private import private_dir
@@ -246,7 +247,7 @@ def check_mcp_entry(adapter: Adapter, env: Mapping[str, str]) -> Check:
     name = f"{adapter.name} MCP entry"
     if adapter.mcp is None:
         return Check(name, "ok", "not used (waaah gives this CLI no MCP server)")
-    finding = adapter.mcp.doctor(env)
+    finding = giver(adapter.mcp).doctor(env)
     return Check(name, finding.status, finding.detail, finding.fix)
 
 
@@ -258,7 +259,7 @@ def check_server_reachable(
     for name in agents:
         adapter = adapters.registry()[name]
         try:
-            existing = adapter.mcp.existing(env) if adapter.mcp else None
+            existing = giver(adapter.mcp).existing(env) if adapter.mcp else None
         except UsageError:
             continue  # an unreadable settings file: the MCP entry check reports it
         if existing is not None and existing.url:

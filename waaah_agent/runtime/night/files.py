@@ -26,9 +26,9 @@ from waaah_agent.errors import SessionNotFound as NoSession
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import price_file
 from waaah_agent.runtime.oneshot import runlog
-from waaah_agent.runtime.safe_read import open_regular, why
 from waaah_agent.runtime.store import SessionState, SessionStore, atomic_write, event_epoch
 from waaah_agent.runtime.workspace import git_root
+from waaah_agent.safe_read import open_regular, why
 
 MB = 1024 * 1024
 EVENTS_CAP = 64 * MB

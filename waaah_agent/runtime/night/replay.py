@@ -25,10 +25,10 @@ from typing import IO, Any
 from waaah_agent import settings
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import UsageError, storage_error
-from waaah_agent.runtime.safe_read import why
 from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.supervise.parts import PART_CAP, DamagedPart, lines_of, parts_of
 from waaah_agent.runtime.workspace import git_root
+from waaah_agent.safe_read import why
 
 #: At most this much output from before ``--at`` is drawn at once to rebuild the screen.
 CATCH_UP = 2 * 1024 * 1024

@@ -13,9 +13,9 @@ from waaah_agent.core.printable import one_line
 from waaah_agent.runtime import reaper
 from waaah_agent.runtime.mcp import homes
 from waaah_agent.runtime.private import check_state
-from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.workspace import git_root
+from waaah_agent.safe_read import read_tail
 
 
 @dataclass(frozen=True)

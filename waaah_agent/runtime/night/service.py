@@ -38,8 +38,8 @@ from waaah_agent.core.night.service import (
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
 from waaah_agent.runtime.private import private_dir
-from waaah_agent.runtime.safe_read import read_text, why
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import read_text, why
 
 ENV_CAP = 64 * 1024  # an environment file of ours is a few lines
 

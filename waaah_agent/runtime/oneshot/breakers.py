@@ -25,8 +25,8 @@ from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig, BreakerState, shaped
 from waaah_agent.core.redact import Redactor
 from waaah_agent.runtime.private import untrusted
-from waaah_agent.runtime.safe_read import UnsafeFile, read_capped
 from waaah_agent.runtime.store import atomic_write
+from waaah_agent.safe_read import UnsafeFile, read_capped
 
 #: A breaker's file is a few hundred bytes; anything much bigger is not ours.
 BREAKER_CAP = 64 * 1024

@@ -18,7 +18,7 @@ from waaah_agent.core.oneshot import models
 from waaah_agent.core.oneshot.models import Providers
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import config_file
-from waaah_agent.runtime.safe_read import read_text, why
+from waaah_agent.safe_read import read_text, why
 
 #: The variable naming a providers file.
 PROVIDERS = "WAAAH_PROVIDERS"
@@ -62,7 +62,10 @@ def load(env: Mapping[str, str], workspace: Path, requested: str | None = None) 
             "--model takes one word of at most 200 characters, not starting with '-' (a model or an alias)"
         )
     known = headless_clis()
-    return [*(read(path, label, known) for path, label in files(env, workspace)), models.bundled(known)]
+    return [
+        *(read(path, label, known) for path, label in files(env, workspace)),
+        models.bundled(known, {n: a.model_aliases for n, a in adapters.registry().items()}),
+    ]
 
 
 def read(path: Path, label: str, known: list[str]) -> Providers:

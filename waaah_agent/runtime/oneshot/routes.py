@@ -22,7 +22,7 @@ from waaah_agent.core.oneshot.routing import Availability, Route
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import clis, config_file, quota
 from waaah_agent.runtime.oneshot import breakers
-from waaah_agent.runtime.safe_read import read_text
+from waaah_agent.safe_read import read_text
 
 TABLE_CAP = 256 * 1024
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import IO
 
-from waaah_agent import settings
+from waaah_agent import adapters, settings
 from waaah_agent.core import failures as F
 from waaah_agent.core import names
 from waaah_agent.core.oneshot import models, outputs, present
@@ -111,7 +111,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     budget_shown = budget.to_json(Tokens(), None, "") if budget else None
     prices = Prices({})
     if budget.max_cost is not None:  # a CLI that reports no cost needs the table: one line if none
-        needed = needs_prices(budget, chain)
+        needed = needs_prices(budget, chain, {n for n, a in adapters.registry().items() if a.reports_cost})
         prices = price_file.required(env, "--max-cost") if needed else price_file.load(env)[0]
     layers = providers.load(env, workspace, opts.model)  # a bad file or --model: exit 2
     parent = settings.parent_id(opts.parent, env)

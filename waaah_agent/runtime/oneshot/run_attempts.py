@@ -195,6 +195,7 @@ class Chain:
                 timed_out=outcome.timed_out,
                 now=datetime.now().astimezone(),
                 tz=datetime.now().astimezone().tzinfo,
+                refused=adapters.registry()[name].refused_login(),
             )
             if (
                 failure is not None
@@ -232,7 +233,12 @@ class Chain:
             )
             evidence = f"{outcome.summary.error}\n{outcome.stderr[-8000:]}"
             other = models.retry_model(
-                name, self.models[name], self.failure, evidence, outcome.summary.model, model_retried
+                adapters.registry()[name].smaller_model,
+                self.models[name],
+                self.failure,
+                evidence,
+                outcome.summary.model,
+                model_retried,
             )
             if other is not None and self.cli_deadline > time.monotonic():  # within its share
                 if self.budget_stops_retry():

@@ -31,7 +31,7 @@ from waaah_agent.runtime.oneshot.run_io import (
     refuse_nul,
     show_failure,
 )
-from waaah_agent.runtime.safe_read import read_capped, read_head, why
+from waaah_agent.safe_read import read_capped, read_head, why
 
 
 @dataclass

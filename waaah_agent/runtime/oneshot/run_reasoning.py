@@ -14,8 +14,8 @@ from waaah_agent.core.oneshot import outputs, present
 from waaah_agent.core.oneshot.streams import StreamParser, StreamSummary, Tokens
 from waaah_agent.errors import SessionNotFound, UsageError
 from waaah_agent.runtime.oneshot import runlog
-from waaah_agent.runtime.safe_read import read_tail
 from waaah_agent.runtime.workspace import workspace_root
+from waaah_agent.safe_read import read_tail
 
 #: At most this much of the end of a CLI's session file is read for the last turn's reasoning.
 SESSION_FILE_CAP = 4 * 1024 * 1024
@@ -38,10 +38,11 @@ def _session_lines(agent: str, env: Mapping[str, str], workspace: Path, session_
 
 
 def from_session_file(agent: str, env: Mapping[str, str], workspace: Path, session_id: str) -> str:
-    """The last turn's reasoning in the CLI's own session file (gemini, claude), or ""."""
-    if agent not in outputs.SESSION_REASONING:
-        return ""  # codex's and opencode's reasoning is in their streams
-    return outputs.session_reasoning(agent, _session_lines(agent, env, workspace, session_id))
+    """The last turn's reasoning in the CLI's own session file (``Adapter.reasoning``), or ""."""
+    adapter = adapters.registry().get(agent)
+    if adapter is None or adapter.reasoning is None:
+        return ""  # its reasoning is in its stream
+    return adapter.reasoning(_session_lines(agent, env, workspace, session_id))
 
 
 def session_file_tokens(

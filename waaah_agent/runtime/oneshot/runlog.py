@@ -37,7 +37,7 @@ from waaah_agent.errors import storage_error
 from waaah_agent.runtime import reaper
 from waaah_agent.runtime.night import report
 from waaah_agent.runtime.private import private_dir
-from waaah_agent.runtime.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
+from waaah_agent.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
 
 #: `waaah run --verbose` shows at most this many characters of each record.
 ECHO_CAP = 1000

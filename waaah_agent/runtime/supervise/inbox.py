@@ -33,8 +33,8 @@ from watchdog.observers import Observer
 
 from waaah_agent.core.mcp.inbox_records import InboxRecord, parse
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.safe_read import open_regular, why
 from waaah_agent.runtime.supervise.background import INBOX, Mailbox
+from waaah_agent.safe_read import open_regular, why
 
 log = logging.getLogger(__name__)
 MAX_READ = 1024 * 1024  # bytes read at a time

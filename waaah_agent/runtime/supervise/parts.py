@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from waaah_agent.core.oneshot.streams import Lines
-from waaah_agent.runtime.safe_read import UnsafeFile, open_regular
+from waaah_agent.safe_read import UnsafeFile, open_regular
 
 MB = 1024 * 1024
 DEFAULT_BUDGET = 200 * MB  # all of one session's log files together

@@ -28,7 +28,7 @@ from typing import TypeGuard
 
 from waaah_agent.core.mcp.inbox_records import MAX_PROMPT
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.safe_read import read_capped, why
+from waaah_agent.safe_read import read_capped, why
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def _line(record: dict[str, object]) -> bytes:
 
 def read_waiting(path: Path) -> list[tuple[int, str]]:
     """The prompts waiting in the queue file ``path`` (numbered, oldest first); none when there is
-    no file. An ``OSError`` (an :class:`~waaah_agent.runtime.safe_read.UnsafeFile` among them) when
+    no file. An ``OSError`` (an :class:`~waaah_agent.safe_read.UnsafeFile` among them) when
     it cannot be read."""
     try:
         data = read_capped(path, QUEUE_CAP, follow=False)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from waaah_agent.core.tokens import Usage, UsageCounter
-from waaah_agent.runtime.safe_read import open_regular
+from waaah_agent.safe_read import open_regular
 
 TRANSCRIPT_CAP = 32 * 1024 * 1024  # the workflow is the first prompt: it is near the start
 MARKER_LINES = 3
@@ -53,7 +53,7 @@ COMPACTION_READ = 8 * 1024 * 1024
 
 @dataclass
 class CompactionWatch:
-    """Compactions the CLI marks in its transcript (core/compaction.py), found as the file
+    """Compactions the CLI marks in its transcript (Adapter.compactions), found as the file
     grows: each look reads only what was added since the last one, in whole lines."""
 
     finder: Callable[[Iterable[str]], set[str]]

@@ -25,6 +25,7 @@ from waaah_agent.core.supervise.lifecycle import (
 from waaah_agent.core.supervise.machine import Machine, MachineConfig, Saved
 from waaah_agent.core.tokens import Usage, file_totals, model_totals, record_file, record_models
 from waaah_agent.runtime import clis, reaper, releases
+from waaah_agent.runtime.mcp.givers import write_hooks
 from waaah_agent.runtime.mcp.setup import McpPlan
 from waaah_agent.runtime.session_keep import keeper_for
 from waaah_agent.runtime.store import (
@@ -106,7 +107,7 @@ class Run:
             if adapter.compactions is not None
             else None
         )
-        hooks = adapter.hooks.args(self.session.path) if adapter.hooks is not None else []
+        hooks = write_hooks(adapter.hooks, self.session.path) if adapter.hooks is not None else []
         extra = [*hooks, *self.plan.extra_args, *self.opts.extra_args]
         own = releases.own_ids(state.cli_release)
         argv = adapter.argv(self.binary, state.native_session_id, native, extra, own_ids=own)

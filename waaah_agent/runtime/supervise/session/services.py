@@ -19,6 +19,7 @@ from waaah_agent.errors import (
 from waaah_agent.runtime import key_file, reaper
 from waaah_agent.runtime.mcp import link
 from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp.givers import giver
 from waaah_agent.runtime.mcp.setup import McpPlan
 from waaah_agent.runtime.mcp.tool_http import ToolServer
 from waaah_agent.runtime.night import report
@@ -137,7 +138,7 @@ def carry_back(
     if adapter.mcp is None or plan.server is None:
         return []
     try:
-        carry = adapter.mcp.finish if final else adapter.mcp.after_run
+        carry = giver(adapter.mcp).finish if final else giver(adapter.mcp).after_run
         notes = carry(env, session.path)
     except (OSError, UsageError) as err:
         notes = [f"could not carry the CLI's own changes back to your files: {err}"]

@@ -33,6 +33,7 @@ from waaah_agent.errors import (
 from waaah_agent.runtime import key_file, price_file, releases
 from waaah_agent.runtime.mcp import link
 from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp.givers import giver
 from waaah_agent.runtime.mcp.setup import McpPlan
 from waaah_agent.runtime.mcp.waaah import check_server
 from waaah_agent.runtime.night.alerts import check_urls
@@ -141,7 +142,7 @@ def run_agent(opts: AgentOptions, env: Mapping[str, str], console: Console) -> i
                 finally:
                     if adapter.mcp is not None and not opts.no_mcp and (plan is None or not plan.settled):
                         with contextlib.suppress(OSError, UsageError):
-                            adapter.mcp.finish(child_env, session.path)
+                            giver(adapter.mcp).finish(child_env, session.path)
         except PermissionError as err:
             if err.filename is None:  # the CLI's exec failed (ptyprocess gives no file name)
                 raise CliNotFound(not_executable_message(binary, err)) from None
@@ -163,7 +164,7 @@ def setup_mcp(
     """Point the CLI at the WAAAH server through our proxy, and check the server once."""
     if adapter.mcp is None or opts.no_mcp:
         return McpPlan(None, [], None)
-    existing = adapter.mcp.existing(env)
+    existing = giver(adapter.mcp).existing(env)
     server = mcp_setup.choose_server(
         opts.server,
         opts.api_key,
@@ -184,7 +185,7 @@ def setup_mcp(
         settings.LINK: str(link.socket_path()),  # the session keeps the waits (runtime/mcp/link.py)
     }
     env.update(per_run)
-    given = adapter.mcp.give(env, server, session.path, per_run)
+    given = giver(adapter.mcp).give(env, server, session.path, per_run)
     notes, args = given.notes, given.args
     env.update(given.env)
     for note in notes:

@@ -6,21 +6,24 @@ import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core.failures import ANTIGRAVITY_HINT
-from waaah_agent.core.kept_sessions import gemini_holds
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
+from waaah_agent.adapters.gemini import models
+from waaah_agent.adapters.gemini.stream import apply_gemini
+from waaah_agent.adapters.gemini.transcript import (
+    gemini_compactions,
+    gemini_counter,
+    gemini_holds,
+    gemini_thoughts,
+)
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import HomePerRun, Persistent
+from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_gemini
-from waaah_agent.core.supervise.compaction import gemini_compactions
-from waaah_agent.core.tokens import gemini_counter
+from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.versions import ReleaseSupport
-from waaah_agent.errors import UsageError
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.cli_home import PerRunHome
-from waaah_agent.runtime.mcp.setup import Persistent, read_json
 
 _SESSION_FILE = re.compile(r"session-(\d{4}-\d\d-\d\dT\d\d-\d\d)-([0-9a-f]{8})\.(jsonl?)")
 
@@ -66,7 +69,7 @@ def _learn_session_id(env: Mapping[str, str], workspace: Path, since: float) -> 
     of this workspace written since ``since``. Its head names the id and the project's hash (the
     SHA-256 of the workspace path): ``{"sessionId": "...", "projectHash": "...", ...`` (a JSON
     file in 0.34.0, the first line of a JSONL file later)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser()
     project = hashlib.sha256(str(workspace).encode()).hexdigest()
@@ -89,6 +92,30 @@ def _settings_path(env: Mapping[str, str]) -> Path:
     return home / ".gemini" / "settings.json"
 
 
+def _settings(path: Path) -> dict[str, Any] | None:
+    """The user's settings as read (``{}``: there is none; None: unreadable or damaged)."""
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
+
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        data = loads_json(read_capped(path, 4 * 1024 * 1024).decode("utf-8").strip() or "{}")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("mcpServers", {}), dict) else None
+
+
+def gemini_entry(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The waaah entry: `trust` skips the per-call confirmation; `timeout` (ms) lets the long poll block."""
+    return {
+        "command": command[0],
+        "args": [*command[1:], "mcp-proxy"],
+        "env": env,
+        "trust": True,
+        "timeout": mcpconf.TOOL_TIMEOUT_MS,
+    }
+
+
 def _needs_login(env: Mapping[str, str]) -> bool:
     """No API key, no Vertex set-up, no OAuth credentials file: gemini would ask for a login."""
     if env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI"):
@@ -96,9 +123,8 @@ def _needs_login(env: Mapping[str, str]) -> bool:
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME", "~")).expanduser() / ".gemini"
     if (home / "oauth_creds.json").exists() or env.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return False
-    try:
-        settings = read_json(home / "settings.json")
-    except UsageError:
+    settings = _settings(home / "settings.json")
+    if settings is None:
         # What is wrong with the file is said once, naming it, by the MCP set-up (and by
         # `waaah doctor`'s MCP entry check); a login message would send the user the wrong way.
         return False
@@ -140,6 +166,17 @@ INPUTS = CliInputs(
 )
 
 
+#: gemini's Code Assist login refusing the account for good: personal Google accounts were moved
+#: to Google's Antigravity CLI on 2026-06-18 (its IneligibleTierError, "... migrate to the
+#: Antigravity suite").
+ACCOUNT_REFUSED = re.compile(r"(?i)IneligibleTierError|migrate to the Antigravity")
+ANTIGRAVITY_HINT = (
+    "Google moved personal Google accounts from Gemini CLI to its Antigravity CLI (agy), which waaah "
+    "cannot supervise; what works: a Gemini API key (GEMINI_API_KEY, https://aistudio.google.com/apikey), "
+    "a Gemini Code Assist Standard or Enterprise login, Vertex AI, or another CLI (--start=claude, "
+    "codex or opencode)"
+)
+
 RULES = ScreenRules(
     # The input box line: ` >   Type your message...` when empty, ` > <text>` with a draft.
     input_ready=re.compile(r"^\s*│?\s*>\s", re.MULTILINE),
@@ -180,6 +217,7 @@ ADAPTER = Adapter(
     install_hint=install_command("gemini", "@google/gemini-cli", "0.61.0"),
     login_hint="gemini (then choose a login method), or set GEMINI_API_KEY",
     refused_hint=ANTIGRAVITY_HINT,
+    account_refused=ACCOUNT_REFUSED,
     rules=RULES,
     tested_version="0.61.0",
     releases=ReleaseSupport(
@@ -203,14 +241,17 @@ ADAPTER = Adapter(
     needs_login=_needs_login,
     # A home of its own per run: the user's ~/.gemini linked, its settings.json the user's with
     # the waaah entry and loop detection off (an agent waiting in its loop repeats one call).
-    mcp=PerRunHome(
+    mcp=HomePerRun(
         home_var="GEMINI_CLI_HOME",
         folder=".gemini",
-        entry=mcpconf.gemini_entry,
+        entry=gemini_entry,
         run_settings={("model", "disableLoopDetection"): True},
-        persistent=Persistent(_settings_path, mcpconf.gemini_entry),
+        persistent=Persistent(_settings_path, gemini_entry),
     ),
     tokens=gemini_counter,
+    model_aliases=models.ALIASES,
+    smaller_model=models.smaller_model,
+    reasoning=gemini_thoughts,
     # gemini takes CI=true (or CI_*) as "not interactive" and quits waiting for stdin; under
     # our PTY it always is interactive.
     drop_env=("CI", "CONTINUOUS_INTEGRATION", "CI_"),

@@ -4,7 +4,7 @@
 --json``. Model, provider and credentials come from codex's own configuration
 (``$CODEX_HOME/config.toml``, ``OPENAI_API_KEY`` or ``codex login``), which waaah never edits:
 the waaah MCP server and ``features.daemon_auto_start=false`` are given per run with ``-c``
-overrides (see :class:`ConfigOverrides`).
+overrides (see :data:`MCP`).
 
 codex picks its session (thread) id itself and keeps each session in
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``, written from the first prompt on;
@@ -21,25 +21,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from waaah_agent import settings
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
-from waaah_agent.core.kept_sessions import codex_holds
-from waaah_agent.core.limits import codex_resets_at
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in, install_command
+from waaah_agent.adapters.codex.stream import apply_codex
+from waaah_agent.adapters.codex.transcript import (
+    codex_compactions,
+    codex_counter,
+    codex_holds,
+    codex_resets_at,
+)
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import GivenInline
 from waaah_agent.core.nesting import loads_json, loads_toml
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_codex
-from waaah_agent.core.supervise.compaction import codex_compactions
-from waaah_agent.core.tokens import Usage, UsageCounter
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.setup import (
-    PROXY_COMMAND,
-    ConfigRefused,
-    Finding,
-    Given,
-    Persistent,
-    ServerChoice,
-)
+from waaah_agent.core.oneshot.streams import StreamParser
+from waaah_agent.errors import ConfigRefused
 
 #: Given on every start: without it codex launches a detached daemon that outlives it.
 NO_DAEMON = ["-c", "features.daemon_auto_start=false"]
@@ -104,7 +99,7 @@ def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
 
 def _config(env: Mapping[str, str]) -> dict[str, Any] | None:
     """codex's config.toml as read (``{}`` when there is none; None: unreadable)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     path = codex_home(env) / "config.toml"
     if not path.exists():
@@ -147,7 +142,7 @@ def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> da
     """When the usage window codex used up resets, from the end of its session file."""
     from datetime import timezone
 
-    from waaah_agent.runtime.safe_read import read_tail  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_tail  # I/O, only when a run asks
 
     path = _transcript(env, workspace, session_id)
     if path is None:
@@ -161,7 +156,7 @@ def _limit_reset(env: Mapping[str, str], workspace: Path, session_id: str) -> da
 
 def session_meta(path: Path) -> dict[str, Any] | None:
     """The ``session_meta`` payload that opens a codex session file (None: none readable)."""
-    from waaah_agent.runtime.safe_read import read_capped  # I/O, only when a run asks
+    from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     try:
         head = read_capped(path, META_CAP, head=True)
@@ -196,103 +191,35 @@ def own_session(env: Mapping[str, str], workspace: Path, since: float) -> str | 
     return min(found)[1] if found else None
 
 
-def codex_entries(record: dict[str, Any]) -> Iterator[tuple[str, Usage, str]]:
-    """The usage of each model response: ``token_usage_record`` records, by ``response_id``.
-    codex's ``input_tokens`` include the cached ones (OpenAI's usage), as ours do."""
-    payload = record.get("payload")
-    if record.get("type") != "token_usage_record" or not isinstance(payload, dict):
-        return
-    usage, key = payload.get("usage"), payload.get("response_id")
-    if not isinstance(usage, dict) or not isinstance(key, str) or not key:
-        return
-    details = usage.get("input_tokens_details")
-    cached = usage.get(
-        "cached_input_tokens", details.get("cached_tokens") if isinstance(details, dict) else 0
-    )
-    yield (
-        key,
-        Usage(
-            input=_count(usage.get("input_tokens")),
-            output=_count(usage.get("output_tokens")),
-            cached=_count(cached),
-        ),
-        "",  # the model is named once per turn: codex_turn_model
-    )
-
-
-def codex_turn_model(record: dict[str, Any]) -> str:
-    """The model a ``turn_context`` record names for the responses after it."""
-    payload = record.get("payload")
-    if record.get("type") != "turn_context" or not isinstance(payload, dict):
-        return ""
-    model = payload.get("model")
-    return model[:200] if isinstance(model, str) else ""
-
-
-def _count(value: Any) -> int:
-    return max(0, int(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def codex_counter() -> UsageCounter:
-    """A counter for a codex session file."""
-    return UsageCounter(codex_entries, codex_turn_model)
-
-
 def _toml(value: Any) -> str:
     """A TOML value for a ``-c key=value`` override (JSON strings and arrays are valid TOML)."""
     return json.dumps(value)
 
 
-class ConfigOverrides:
+def _give(
+    env: Mapping[str, str], command: list[str], proxy_env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
     """The waaah MCP entry given per run as ``-c mcp_servers.waaah.*`` overrides: codex's own
     config.toml is never touched. The proxy's variables (server, key, agent id, inbox) reach it
     by name (``env_vars``): their values go into the CLI's environment, never onto its command
     line, where any user of the machine could read a key. Tool calls are approved without a
     prompt, and a call may block for the whole long poll."""
-
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        """A waaah entry in codex's config.toml (only its URL is used)."""
-        data = _config(env)  # None: codex's own file, unreadable; not ours to judge
-        return mcpconf.find_entry({"mcpServers": data.get("mcp_servers")}) if data else None
-
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        refuse_remote_entry(env)
-        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
-        entry = {
-            "command": PROXY_COMMAND[0],
-            "args": [*PROXY_COMMAND[1:], "mcp-proxy"],
-            "env_vars": sorted(proxy_env),
-            "default_tools_approval_mode": "approve",
-            "tool_timeout_sec": mcpconf.TOOL_TIMEOUT_SECONDS,
-        }
-        args = [
-            a
-            for key, value in entry.items()
-            for a in ("-c", f"mcp_servers.{mcpconf.NAME}.{key}={_toml(value)}")
-        ]
-        return Given([], args, env=proxy_env)
-
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        return Finding("ok", "given per run with -c mcp_servers.waaah.* (your config.toml is not touched)")
-
-    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # nothing was written: the overrides live on the command line only
-
-    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []
-
-    @property
-    def persistent(self) -> Persistent | None:
-        """None: `waaah mcp install` keeps no entry in codex's TOML config (add one by hand)."""
-        return None
+    entry = {
+        "command": command[0],
+        "args": [*command[1:], "mcp-proxy"],
+        "env_vars": sorted(proxy_env),
+        "default_tools_approval_mode": "approve",
+        "tool_timeout_sec": mcpconf.TOOL_TIMEOUT_SECONDS,
+    }
+    args = [
+        a for key, value in entry.items() for a in ("-c", f"mcp_servers.{mcpconf.NAME}.{key}={_toml(value)}")
+    ]
+    return args, proxy_env
 
 
-def refuse_remote_entry(env: Mapping[str, str]) -> None:
+def refuse_remote_entry(env: Mapping[str, str], data: dict[str, Any]) -> None:
     """codex refuses to start ("url is not supported for stdio") when the user's config.toml has a
     waaah entry with a ``url`` (an HTTP server) and our per-run one names a command: say so first."""
-    data = _config(env) or {}
     servers = data.get("mcp_servers")
     entry = servers.get(mcpconf.NAME) if isinstance(servers, dict) else None
     if isinstance(entry, dict) and "url" in entry:
@@ -301,6 +228,18 @@ def refuse_remote_entry(env: Mapping[str, str]) -> None:
             f"{str(entry['url'])!r}), which codex cannot combine with the waaah mcp-proxy given per run",
             "remove or rename that entry, then start again (or start with --no-mcp)",
         )
+
+
+#: Given per run on the command line (`waaah mcp install` keeps no entry in codex's TOML config:
+#: add one by hand); a waaah entry in its config.toml is read for its URL only.
+MCP = GivenInline(
+    give_inline=_give,
+    says="given per run with -c mcp_servers.waaah.* (your config.toml is not touched)",
+    user_file=lambda env: codex_home(env) / "config.toml",
+    parse=loads_toml,
+    servers=lambda doc: {"mcpServers": doc.get("mcp_servers")},
+    check=refuse_remote_entry,
+)
 
 
 RULES = ScreenRules(
@@ -352,7 +291,7 @@ ADAPTER = Adapter(
     holds_conversation=codex_holds,
     own_session=own_session,
     needs_login=_needs_login,
-    mcp=ConfigOverrides(),
+    mcp=MCP,
     tokens=codex_counter,
     provider_env=("OPENAI_", "CODEX_"),
     config_env=_config_env,

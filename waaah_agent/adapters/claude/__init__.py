@@ -5,18 +5,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules
-from waaah_agent.core.kept_sessions import claude_holds
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, install_command
+from waaah_agent.adapters.claude.stream import apply_claude
+from waaah_agent.adapters.claude.transcript import (
+    claude_compactions,
+    claude_counter,
+    claude_holds,
+    claude_thinking,
+)
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import FilePerRun, HooksPerRun, Persistent
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_claude
-from waaah_agent.core.supervise.compaction import claude_compactions
-from waaah_agent.core.tokens import claude_counter
+from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.versions import ReleaseSupport
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.setup import PerRunConfig, PerRunHooks, Persistent
 
 
 def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Path | None:
@@ -30,6 +34,21 @@ def _transcript(env: Mapping[str, str], workspace: Path, session_id: str) -> Pat
 def _user_file(env: Mapping[str, str]) -> Path:
     """claude's own ``~/.claude.json``, where a user may have added a waaah entry."""
     return Path(env.get("HOME") or "~").expanduser() / ".claude.json"
+
+
+def claude_config(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The document for claude's per-run ``--mcp-config <file>``."""
+    entry = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp-proxy"], "env": env}
+    return {"mcpServers": {mcpconf.NAME: entry}}
+
+
+def claude_entry(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The entry kept in ``~/.claude.json`` for every run (`waaah mcp install`)."""
+    return dict(claude_config(command, env)["mcpServers"][mcpconf.NAME])
+
+
+#: ~/.claude.json keeps claude's history too: it may be large.
+USER_FILE_LIMIT = 64 * 4 * 1024 * 1024
 
 
 def _needs_login(env: Mapping[str, str]) -> bool:
@@ -96,6 +115,7 @@ ADAPTER = Adapter(
     install_hint=install_command("claude", "@anthropic-ai/claude-code", "2.1.332"),
     login_hint="claude, then type /login (or set ANTHROPIC_API_KEY)",
     rules=RULES,
+    reports_cost=True,
     tested_version="2.1.332",
     releases=ReleaseSupport(
         tested="2.1.332",
@@ -114,17 +134,21 @@ ADAPTER = Adapter(
     needs_login=_needs_login,
     # A per-run --mcp-config file in the session folder (the user's files are never touched), and
     # --allowedTools so tool calls do not stop at a permission dialog.
-    mcp=PerRunConfig(
+    mcp=FilePerRun(
         flag="--mcp-config",
-        document=mcpconf.claude_config,
+        document=claude_config,
         extra_args=("--allowedTools", f"mcp__{mcpconf.NAME}"),
         user_file=_user_file,
-        persistent=Persistent(_user_file, mcpconf.claude_entry, limit=64 * 4 * 1024 * 1024),
+        user_limit=USER_FILE_LIMIT,
+        persistent=Persistent(_user_file, claude_entry, limit=USER_FILE_LIMIT),
     ),
-    hooks=PerRunHooks(
+    hooks=HooksPerRun(
         cli="claude", flag="--settings", events=("SessionStart", "UserPromptSubmit", "Stop", "Notification")
     ),
     tokens=claude_counter,
+    # Only models its own catalogue lists.
+    model_aliases={"fast": "claude-haiku-5-5", "smart": "claude-sonnet-5-5", "pro": "claude-opus-5-5"},
+    reasoning=claude_thinking,
     # wait_for_prompt long-polls: give MCP tool calls room beyond that.
     extra_env={"MCP_TOOL_TIMEOUT": str(mcpconf.TOOL_TIMEOUT_MS)},
     # Its provider's variables and the settings claude reads from the environment by their own

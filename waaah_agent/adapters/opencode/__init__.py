@@ -23,25 +23,17 @@ import json
 import re
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from waaah_agent import settings
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in
+from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in, install_command
+from waaah_agent.adapters.opencode.stream import apply_opencode
 from waaah_agent.core.mcp import mcpconf
+from waaah_agent.core.mcp.givers import GivenInline
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.run_inputs import CliInputs
-from waaah_agent.core.oneshot.streams import StreamParser, apply_opencode
-from waaah_agent.runtime.clis import install_command
-from waaah_agent.runtime.mcp.setup import (
-    PROXY_COMMAND,
-    ConfigRefused,
-    Finding,
-    Given,
-    Persistent,
-    ServerChoice,
-)
+from waaah_agent.core.oneshot.streams import StreamParser
+from waaah_agent.errors import ConfigRefused
 
 #: The variable opencode merges last over its configs (a JSON document).
 CONFIG_CONTENT = "OPENCODE_CONFIG_CONTENT"
@@ -174,47 +166,39 @@ def merged(given: str | None, ours: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
-class OpencodeMcp:
-    """The waaah entry given per run in ``OPENCODE_CONFIG_CONTENT`` (runtime/mcp_setup.McpGiver)."""
+def _servers(doc: dict[str, Any]) -> dict[str, Any]:
+    """The waaah entry of the user's ``opencode.json`` (``mcp.waaah``: ``command`` a list,
+    ``environment``) in the ``mcpServers`` shape."""
+    mcp = doc.get("mcp")
+    entry = mcp.get(mcpconf.NAME) if isinstance(mcp, dict) else None
+    if not isinstance(entry, dict):
+        return {}
+    raw, environment = entry.get("command"), entry.get("environment")
+    command: list[Any] = raw if isinstance(raw, list) else []
+    shaped = {
+        "command": str(command[0]) if command else "",
+        "args": command[1:],
+        "env": environment if isinstance(environment, dict) else {},
+    }
+    return {"mcpServers": {mcpconf.NAME: shaped}}
 
-    def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        """A waaah entry in the user's ``opencode.json`` (only its URL is used)."""
-        from waaah_agent.runtime.mcp.setup import read_json
 
-        try:
-            entry = read_json(_config_dir(env) / "opencode.json").get("mcp", {}).get(mcpconf.NAME)
-        except (ConfigRefused, AttributeError):
-            return None
-        if not isinstance(entry, dict):
-            return None
-        raw, environment = entry.get("command"), entry.get("environment")
-        command: list[Any] = raw if isinstance(raw, list) else []
-        shaped = {
-            "command": str(command[0]) if command else "",
-            "args": command[1:],
-            "env": environment if isinstance(environment, dict) else {},
-        }
-        return mcpconf.find_entry({"mcpServers": {mcpconf.NAME: shaped}})
+def _give(
+    env: Mapping[str, str], command: list[str], proxy_env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """Our config merged over the user's own ``OPENCODE_CONFIG_CONTENT``."""
+    document = merged(env.get(CONFIG_CONTENT), config_document(command, proxy_env))
+    return [], {CONFIG_CONTENT: json.dumps(document)}
 
-    def give(
-        self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
-    ) -> Given:
-        proxy_env = {**settings.proxy_env(server.url, server.api_key), **per_run_env}
-        document = merged(env.get(CONFIG_CONTENT), config_document(PROXY_COMMAND, proxy_env))
-        return Given([], [], {CONFIG_CONTENT: json.dumps(document)})
 
-    def doctor(self, env: Mapping[str, str]) -> Finding:
-        return Finding("ok", f"given per run in {CONFIG_CONTENT} (your opencode.json is not touched)")
-
-    def after_run(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # opencode only reads the variable
-
-    def finish(self, env: Mapping[str, str], session_dir: Path) -> list[str]:
-        return []  # nothing was written
-
-    #: No entry kept in the user's own opencode.json (`waaah mcp install` does not offer one).
-    persistent: Persistent | None = None
+#: The waaah entry given per run in ``OPENCODE_CONFIG_CONTENT``; none kept in the user's own
+#: opencode.json (`waaah mcp install` does not offer one), where a waaah entry is read for its URL.
+MCP = GivenInline(
+    give_inline=_give,
+    says=f"given per run in {CONFIG_CONTENT} (your opencode.json is not touched)",
+    user_file=lambda env: _config_dir(env) / "opencode.json",
+    servers=_servers,
+)
 
 
 RULES = ScreenRules(
@@ -241,12 +225,13 @@ ADAPTER = Adapter(
     install_hint=install_command("opencode", "opencode-ai", "1.18.33"),
     login_hint="opencode auth login",
     rules=RULES,
+    reports_cost=True,
     tested_version="1.18.33",
     resume_args=lambda sid: ["--session", sid],
     transcript=_transcript,
     own_session=_own_session,
     answers_queries=True,
-    mcp=OpencodeMcp(),
+    mcp=MCP,
     # An update installed in the middle of the night is not what a supervised session wants.
     extra_env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
     provider_env=("OPENCODE_", "OPENAI_"),
