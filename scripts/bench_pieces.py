@@ -25,9 +25,10 @@ from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
 from waaah_agent.core.supervise import castjson
 from waaah_agent.core.supervise.textlog import LineCleaner  # noqa: E402
 from waaah_agent.runtime.supervise import logs as logs_module
-from waaah_agent.runtime.supervise.logs import SessionLogs, char_boundary  # noqa: E402
+from waaah_agent.runtime.supervise.logfiles import char_boundary  # noqa: E402
+from waaah_agent.runtime.supervise.logs import SessionLogs  # noqa: E402
 from waaah_agent.runtime.supervise.parts import COMPRESS_LEVEL  # noqa: E402
-from waaah_agent.simulated import AGENT_TEXT  # noqa: E402
+from waaah_agent.simulated_modes import AGENT_TEXT  # noqa: E402
 
 MB = 1024 * 1024
 PIECE = int(os.environ.get("BENCH_PIECE_KB", "16")) * 1024

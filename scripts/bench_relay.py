@@ -350,8 +350,8 @@ def record_check(setup: Setup) -> dict[str, Any]:
     """What the newest session's record holds after a blast through waaah: the .cast every byte the
     agent wrote (its parts included), the text log each distinct line of the blast's text, and no
     part (8 characters in a row) of the known key in the environment anywhere under .waaah/."""
-    from waaah_agent.runtime.supervise.logs import replay
-    from waaah_agent.simulated import AGENT_TEXT
+    from waaah_agent.runtime.supervise.logfiles import replay
+    from waaah_agent.simulated_modes import AGENT_TEXT
 
     logs = setup.workspace / ".waaah" / "logs"
     casts = sorted(logs.glob("simulated-*.cast"), key=lambda p: p.stat().st_mtime)

@@ -27,7 +27,7 @@ from tests.runtime.helpers import (
     spawn_waaah,
     state,
 )
-from waaah_agent.runtime.supervise.logs import replay
+from waaah_agent.runtime.supervise.logfiles import replay
 
 GH_ENV = "ghp_" + "E" * 36  # GITHUB_TOKEN of the user's environment (a known value)
 PASSWORD = "correct-horse-battery"  # MY_SERVICE_PASSWORD (a known value, no shape)

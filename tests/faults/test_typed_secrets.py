@@ -35,7 +35,8 @@ from tests.runtime.helpers import (
     state,
 )
 from waaah_agent.core.redact import Redactor
-from waaah_agent.runtime.supervise.logs import SessionLogs, replay
+from waaah_agent.runtime.supervise.logfiles import replay
+from waaah_agent.runtime.supervise.logs import SessionLogs
 
 KEY = "AIzaSyTyped-0123456789abcdefghijklmnopq"  # GEMINI_API_KEY of the user's environment: known
 RUN = 8

@@ -33,9 +33,9 @@ from tests.runtime.helpers import (
 )
 from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, HEARTBEAT_PROMPT
 from waaah_agent.runtime.clis import CHECKOUT
-from waaah_agent.runtime.supervise.ending import headless_line
-from waaah_agent.runtime.supervise.logs import replay
+from waaah_agent.runtime.supervise.logfiles import replay
 from waaah_agent.runtime.supervise.overlay import LEAVE_MODES
+from waaah_agent.runtime.supervise.session.ending import headless_line
 from waaah_agent.runtime.workspace import find_workflow
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,7 +7,7 @@ from pathlib import Path
 from waaah_agent.adapters.claude.transcript import claude_usage
 from waaah_agent.adapters.gemini.transcript import gemini_usage
 from waaah_agent.runtime.store import SessionDir, SessionState
-from waaah_agent.runtime.supervise.session import tally_tokens
+from waaah_agent.runtime.supervise.session.run import tally_tokens
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "transcripts"
 

@@ -177,7 +177,7 @@ class Night:
             bool(self.saved.get("paused")),
             tuple(self.saved.get("queued", ())),
         )
-        self.machine = Machine(cfg, first.delivery, saved, self.t)
+        self.machine = Machine(cfg, first.delivery, saved, self.t, strict=True)
         self.outcome, self.looks = None, []
         self.runs += 1
         if self.restarts is None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.secretscan import scanner
 from waaah_agent.core.supervise.castjson import FACTS, escaped, json_string
-from waaah_agent.runtime.supervise.logs import char_boundary
+from waaah_agent.runtime.supervise.logfiles import char_boundary
 
 PIECES = [
     b"plain ",

@@ -305,7 +305,7 @@ def test_a_wait_is_exempt_only_for_the_tool_s_own_timeout():
     night.cli.wait_timeout = 10_000.0  # the call never comes back (a lost response, a dead proxy)
     night.start()
     night.run_until(100)
-    started = max(night.machine.waits_in_flight.values())
+    started = max(night.machine.reports.waits.values())
     night.run_until(started + 330 + 59)
     assert night.records("stall") == []  # a long wait sits still legitimately
     night.run_until(started + 330 + 61)

@@ -80,7 +80,7 @@ def test_never_types_into_a_busy_agent_a_draft_a_dialog_or_a_limit_and_one_promp
         "gemini", interactive=True, limit_resume_keys=b"\r", policy=PolicyConfig() if policy else None
     )
     first = None if delivered else Delivery("workflow", WORKFLOW)
-    m = Machine(cfg, first, Saved(workflow_delivered=delivered), 0.0)
+    m = Machine(cfg, first, Saved(workflow_delivered=delivered), 0.0, strict=True)
     t, in_flight = 0.0, 0
     m.handle(ev.Began(), ev.Instant(t, EVENING))
     for raw in script:
@@ -88,7 +88,7 @@ def test_never_types_into_a_busy_agent_a_draft_a_dialog_or_a_limit_and_one_promp
         t += dt
         if isinstance(event, ev.Tick) and (due := m.next_due()) is not None:
             t = max(t, due)  # the shell ticks when a deadline is due
-        before = (m.limit_deadline, bool(m.waits_in_flight), m.menu_open, m.delivery and m.delivery.phase)
+        before = (m.limit.deadline, bool(m.reports.waits), m.menu.open, m.delivery and m.delivery.phase)
         actions = m.handle(event, ev.Instant(t, EVENING + timedelta(seconds=t)))
         limited, waiting, menu, phase = before
         for action in actions:
@@ -102,15 +102,15 @@ def test_never_types_into_a_busy_agent_a_draft_a_dialog_or_a_limit_and_one_promp
                 reading = event.reading if isinstance(event, ev.Observed) else None
                 assert reading is not None and reading.ready and reading.input_empty
                 assert reading.limit is None and reading.login is None and reading.dialog is None
-                assert limited is None and not waiting and not menu and m.stopping is None
+                assert limited is None and not waiting and not menu and m.ending.stopping is None
             elif action.data == ENTER:
                 limit_resume = isinstance(event, ev.Tick) and limited is not None
                 assert limit_resume or phase in (Phase.PASTED, Phase.ENTERED)
             else:
-                assert action.data == b"\x1b" and m.stall is not None  # Esc for a stall, nothing else
+                assert action.data == b"\x1b" and m.stalls.watch is not None  # Esc for a stall, nothing else
             if not (isinstance(event, ev.Tick) and action.data == ENTER):
-                assert limited is None or m.limit_deadline is None  # nothing typed while limited
-        if m.finished:
+                assert limited is None or m.limit.deadline is None  # nothing typed while limited
+        if m.ending.finished:
             break
 
 

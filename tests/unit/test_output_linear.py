@@ -22,7 +22,7 @@ from waaah_agent.core.supervise import escapes
 from waaah_agent.core.supervise.escapes import Splitter, for_pyte, split_incomplete
 from waaah_agent.core.supervise.screen import Screen
 from waaah_agent.core.supervise.textlog import LineCleaner
-from waaah_agent.runtime.supervise.logs import json_text
+from waaah_agent.runtime.supervise.logfiles import json_text
 
 MB = 1024 * 1024
 SECONDS_PER_MB = 2.0

@@ -15,7 +15,7 @@ from waaah_agent.core.supervise.backoff import BackoffConfig
 from waaah_agent.core.supervise.policy import PolicyConfig
 from waaah_agent.errors import RUN_EXIT_BY_TYPE, ExitCode, UsageError, exit_codes, run_exit_code
 from waaah_agent.runtime.oneshot.run_io import RunOptions
-from waaah_agent.runtime.supervise.startup import AgentOptions
+from waaah_agent.runtime.supervise.session.options import AgentOptions
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

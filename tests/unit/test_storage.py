@@ -13,7 +13,8 @@ import pytest
 from waaah_agent.core.redact import Redactor
 from waaah_agent.errors import SessionBusy, WorkflowNotFound
 from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
-from waaah_agent.runtime.supervise.logs import RETRY_AFTER, RollingFile, SessionLogs, json_text, prune, replay
+from waaah_agent.runtime.supervise.logfiles import RETRY_AFTER, RollingFile, json_text, prune, replay
+from waaah_agent.runtime.supervise.logs import SessionLogs
 from waaah_agent.runtime.supervise.parts import parts_of
 from waaah_agent.runtime.workspace import find_workflow, git_root, strip_front_matter, workflow_name
 

@@ -120,10 +120,10 @@ def test_the_machine_forwards_a_terminal_s_reports_without_counting_them_as_typi
     machine = night.start()
     report = b"\x1b[1;1R\x1b[?62;22c"
     assert night.tell(Keys(report)) == [Type(report)]
-    assert machine.last_user_input is None  # no human grace: the nudges are not held for it
+    assert machine.seen.last_user_input is None  # no human grace: the nudges are not held for it
     night.tell(Keys(b"\x03"))  # the Ctrl+C menu is open: a report is not a menu key either
     assert night.tell(Keys(b"\x1b]11;rgb:0000/0000/0000\x07")) == [Type(b"\x1b]11;rgb:0000/0000/0000\x07")]
-    assert machine.menu_open
+    assert machine.menu.open
     night.tell(Keys(b"c"))
     night.tell(Keys(b"x"))
-    assert machine.last_user_input is not None
+    assert machine.seen.last_user_input is not None

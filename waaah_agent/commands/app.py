@@ -260,8 +260,8 @@ def agent(
     """
     from waaah_agent.core.supervise.backoff import BackoffConfig
     from waaah_agent.core.supervise.policy import PolicyConfig
-    from waaah_agent.runtime.supervise.session import default_console, environment, run_agent
-    from waaah_agent.runtime.supervise.startup import AgentOptions
+    from waaah_agent.runtime.supervise.session.options import AgentOptions
+    from waaah_agent.runtime.supervise.session.start import default_console, environment, run_agent
 
     resume_id = str(ctx.meta.get(RESUME_ID, "")) if resume else ""
     extra = _cli_args(ctx)

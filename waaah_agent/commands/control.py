@@ -43,7 +43,7 @@ def _resume_command(state: Any) -> str:
     its full path when it is not on PATH, and the workspace when it is not the current folder."""
     import shlex
 
-    from waaah_agent.runtime.supervise.ending import waaah_command
+    from waaah_agent.runtime.supervise.session.ending import waaah_command
 
     parts = [waaah_command(), "agent", f"--start={state.agent}", "--resume", state.id]
     if state.workspace and Path(state.workspace) != Path.cwd().resolve():

@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
+from waaah_agent.core.kinds import StrEnum
 from waaah_agent.core.mcp.inbox_records import ControlRecord, HookRecord, TapRecord
 from waaah_agent.core.supervise.detect import Reading
 
@@ -41,6 +42,53 @@ class Due(Enum):
     LIMIT = "limit"
     MENU = "menu"
     KILL = "kill"
+
+
+class EventKind(StrEnum):
+    """The name of each record in events.jsonl (its ``event`` field): what the machine records
+    and what the session around it does. A ``str`` enum: the files keep the plain strings, and
+    a record read back compares equal to its kind. Hooks are recorded as ``hook-<name>``."""
+
+    # the machine
+    STATE = "state"  # the agent's state read from its screen changed
+    DELIVERY = "delivery"  # a prompt's delivery moved (pasted, entered, confirmed, failed)
+    NUDGE = "nudge"  # a continue prompt, a heartbeat or the workflow again was decided
+    STALL = "stall"  # busy with nothing changing: Esc
+    LIMIT = "limit"  # a usage limit is waited out
+    LIMIT_OVER = "limit-over"
+    LIMIT_RESUME = "limit-resume"  # the CLI's own keys on its limit screen
+    LIMIT_IGNORED = "limit-ignored"  # a saved limit that is not a time
+    STOP = "stop"  # the agent is being stopped
+    KILL = "kill"  # SIGKILL after the grace
+    SERVER = "server"  # the WAAAH server's health
+    AGENT_STATUS = "agent-status"  # the server's word on this agent
+    SECRET_ENTRY = "secret-entry"  # a secret-entry screen shown or gone
+    MENU = "menu"  # the Ctrl+C menu
+    CONTROL = "control"  # waaah send, pause, resume, stop
+    BUDGET = "budget"  # --max-tokens or --max-cost reached
+    COMPACTED = "compacted"  # the CLI compacted its conversation
+    LOGIN_WAIT = "login-wait"
+    LOGIN_DONE = "login-done"
+    LOGIN_REFUSED = "login-refused"
+    LOOP_DETECTOR = "loop-detector"  # the CLI's own loop detector asked or halted
+    RESIZE = "resize"
+    PHASE_ILLEGAL = "phase-illegal"  # a phase change the table refuses (a bug)
+    MCP_TOOL_START = "mcp-tool_start"  # the MCP tap: a tool call began
+    MCP_TOOL_END = "mcp-tool_end"  # ... and ended
+    # the session around the machine
+    START = "start"  # the agent was spawned
+    END = "end"  # the session ended
+    RESTART = "restart"  # the agent is started again after a backoff
+    TOKENS = "tokens"  # token totals from the CLI's transcript
+    LEFTOVERS = "leftovers"  # processes an earlier supervisor left
+    DESCENDANTS_ENDED = "descendants-ended"
+    WORKFLOW_SETTLED = "workflow-settled"
+    NATIVE_SESSION_ID = "native-session-id"
+    MCP_CONFIG = "mcp-config"
+    METRICS = "metrics"
+    LINK = "link"
+    PANE_SIZE = "pane-size"
+    INTERNAL_ERROR = "internal-error"
 
 
 class ExitInfo(Protocol):

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from waaah_agent.core.supervise.detect import STATES
+from waaah_agent.core.supervise.events import EventKind
 
 #: The supervisor's own state between two runs of the CLI (not one the screen can show).
 RESTARTING = "restarting"
@@ -86,18 +87,20 @@ class Vitals:
 
     def __post_init__(self) -> None:
         self._handlers = {
-            "start": self._start,
-            "state": self._state,
-            "restart": self._restart,
-            "limit": self._limit,
-            "limit-over": lambda s, e, now: replace(s, limit_until=None),
-            "server": self._server,
-            "control": self._control,
-            "nudge": lambda s, e, now: replace(s, nudges=_bump(s.nudges, str(e.get("kind") or "other"))),
-            "mcp-tool_start": self._tool,
-            "mcp-tool_end": self._tool,
-            "tokens": self._tokens,
-            "end": lambda s, e, now: replace(s, ended=str(e.get("reason") or "ended"), waiting=False),
+            EventKind.START: self._start,
+            EventKind.STATE: self._state,
+            EventKind.RESTART: self._restart,
+            EventKind.LIMIT: self._limit,
+            EventKind.LIMIT_OVER: lambda s, e, now: replace(s, limit_until=None),
+            EventKind.SERVER: self._server,
+            EventKind.CONTROL: self._control,
+            EventKind.NUDGE: lambda s, e, now: replace(
+                s, nudges=_bump(s.nudges, str(e.get("kind") or "other"))
+            ),
+            EventKind.MCP_TOOL_START: self._tool,
+            EventKind.MCP_TOOL_END: self._tool,
+            EventKind.TOKENS: self._tokens,
+            EventKind.END: lambda s, e, now: replace(s, ended=str(e.get("reason") or "ended"), waiting=False),
         }
 
     def see(self, event: Mapping[str, Any], now: float) -> bool:

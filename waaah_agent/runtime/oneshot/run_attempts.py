@@ -39,7 +39,7 @@ from waaah_agent.runtime.oneshot.run_envelope import Attempt
 from waaah_agent.runtime.oneshot.run_io import ARGV_PROMPT_LIMIT, RunOptions, ms
 from waaah_agent.runtime.oneshot.run_stream import LineOut
 from waaah_agent.runtime.session_keep import keeper_for
-from waaah_agent.runtime.supervise.startup import find_binary, not_executable_message
+from waaah_agent.runtime.supervise.session.opening import find_binary, not_executable_message
 
 
 def pick(name: str) -> tuple[Adapter, Headless]:

@@ -22,11 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from waaah_agent import settings
+from waaah_agent.core.supervise.events import EventKind
 from waaah_agent.runtime.mcp.waaah import agent_status, check_server
 
 if TYPE_CHECKING:
     from waaah_agent.runtime.store import SessionDir
     from waaah_agent.runtime.supervise.logs import SessionLogs
+
+
+INBOX = "inbox"  # the mailbox kind of new records in the session's inbox (runtime/inbox.py)
+SERVER = "server"  # ... of the WAAAH server's health, when it changed (ServerWatch)
+AGENT_STATUS = "agent-status"  # ... of the server's word on this agent, when it changed
+PING = "ping"  # the mailbox kind of /healthz asking the loop whether it answers (runtime/metrics.py)
+OWN = "own"  # the mailbox kind of a line of our own (a log record, a warning, a thread's failure)
 
 
 @dataclass(frozen=True)
@@ -104,18 +112,14 @@ class ServerWatch(threading.Thread):
             self.last_ok = health.ok
             if health.detail != self.last_health:
                 self.last_health = health.detail
-                self._mailbox.post("server", ok=health.ok, detail=health.detail, url=self._url)
+                self._mailbox.post(SERVER, ok=health.ok, detail=health.detail, url=self._url)
             status = agent_status(self._url, self._key, self._agent_id) if health.ok else None
             if status != self.last_status:
                 self.last_status = status
-                self._mailbox.post("agent-status", status=status)
+                self._mailbox.post(AGENT_STATUS, status=status)
 
     def stop(self) -> None:
         self._halt.set()
-
-
-PING = "ping"  # the mailbox kind of /healthz asking the loop whether it answers (runtime/metrics.py)
-OWN = "own"  # the mailbox kind of a line of our own (a log record, a warning, a thread's failure)
 
 
 class _ToMailbox(logging.Handler):
@@ -203,4 +207,4 @@ def record_own(message: Message, logs: SessionLogs, session: SessionDir) -> None
     """A line of the supervisor's own (``OwnOutput``): the text log; a failure also the events."""
     logs.notice(str(message.data["text"]))
     if message.data.get("error"):
-        session.event("internal-error", error=str(message.data["error"]))
+        session.event(EventKind.INTERNAL_ERROR, error=str(message.data["error"]))

@@ -33,7 +33,7 @@ from watchdog.observers import Observer
 
 from waaah_agent.core.mcp.inbox_records import InboxRecord, parse
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.runtime.supervise.background import Mailbox
+from waaah_agent.runtime.supervise.background import INBOX, Mailbox
 from waaah_agent.safe_read import open_regular, why
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class _Wake(FileSystemEventHandler):
 
     def _wake(self, path: bytes | str) -> None:
         if Path(os.fsdecode(path)).name == self._name:
-            self._mailbox.post("inbox")
+            self._mailbox.post(INBOX)
 
 
 class Inbox:

@@ -26,13 +26,13 @@ from waaah_agent.core.supervise import events as ev
 from waaah_agent.core.supervise.detect import ScreenRules, read
 from waaah_agent.core.supervise.machine import Machine
 from waaah_agent.core.supervise.termanswers import TerminalAnswers
-from waaah_agent.runtime.mcp.link import LINK, record_link
 from waaah_agent.runtime.store import SessionDir, SessionState
-from waaah_agent.runtime.supervise.background import OWN, PING, Mailbox, record_own
+from waaah_agent.runtime.supervise.background import Mailbox
 from waaah_agent.runtime.supervise.child import AgentProcess
 from waaah_agent.runtime.supervise.inbox import Inbox
 from waaah_agent.runtime.supervise.logs import SessionLogs
 from waaah_agent.runtime.supervise.overlay import MIN_COLS, MIN_ROWS, Overlay
+from waaah_agent.runtime.supervise.reports import Reports
 from waaah_agent.runtime.supervise.screenfeed import ScreenFeed
 from waaah_agent.runtime.supervise.signals import STOP_SIGNALS, signal_pipe
 from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
@@ -44,7 +44,6 @@ FLUSH_EVERY = 1.0
 REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
 REAP_FOR = 2.0  # ... this long, then SIGKILL
 REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
-INBOX_SLICE = 0.002  # seconds of inbox records handled between two looks at the PTY
 
 
 class Timer(Enum):
@@ -94,7 +93,9 @@ class Supervisor:
         self.cfg, self.machine, self.child = cfg, machine, child
         self.session, self.state, self.logs = session, state, logs
         self.stdin_fd, self.stdout_fd, self.notify = stdin_fd, stdout_fd, notify
-        self.mailbox, self.inbox = mailbox, inbox
+        self.reports = None  # what the background threads report (runtime/reports.py)
+        if mailbox is not None:
+            self.reports = Reports(mailbox, inbox, logs, session, self.tell, lambda: self.outcome is not None)
         self.clock, self.wall = clock, wall
         self.timers: Timers[Timer] = Timers()
         self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
@@ -126,8 +127,8 @@ class Supervisor:
                 interest.want(wake_r, selectors.EVENT_READ, self._on_signal)
                 if self.cfg.interactive:
                     interest.want(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
-                if self.mailbox is not None:
-                    interest.want(self.mailbox.read_fd, selectors.EVENT_READ, self._on_mail)
+                if self.reports is not None:
+                    interest.want(self.reports.mailbox.read_fd, selectors.EVENT_READ, self.reports.on_mail)
                 self.tell(ev.Began())
                 self._check_size()
                 if self.tend is not None:
@@ -324,42 +325,6 @@ class Supervisor:
     def _repaint(self) -> None:
         self.child.set_size(*self.size)
 
-    # -- background reports ----------------------------------------------------------------
-    def _on_mail(self, mask: int) -> None:
-        assert self.mailbox is not None
-        inbox = False  # one wake-up per write: read once for them all
-        for message in self.mailbox.drain():
-            data = message.data
-            if message.kind == "inbox":
-                inbox = True
-            elif message.kind == "server":
-                self.tell(ev.ServerChanged(bool(data["ok"]), str(data["detail"]), str(data["url"])))
-            elif message.kind == "agent-status":
-                self.tell(ev.AgentStatusChanged(data.get("status")))
-            elif message.kind == OWN:
-                record_own(message, self.logs, self.session)
-            elif message.kind == LINK:
-                record_link(message, self.logs, self.session)
-            elif message.kind == PING:  # /healthz: the loop is alive (runtime/metrics.py)
-                data["answer"]()
-        if inbox:
-            self._read_inbox()
-
-    def _read_inbox(self) -> None:
-        """The inbox's records for INBOX_SLICE at most: a burst of a thousand `waaah send` is
-        read over many wake-ups, the agent's output relayed in between."""
-        if self.inbox is None:
-            return
-        deadline = time.monotonic() + INBOX_SLICE
-        while self.outcome is None:
-            for record in self.inbox.read_new(1):
-                self.tell(record)
-            if not self.inbox.more:
-                return
-            if time.monotonic() >= deadline and self.mailbox is not None:
-                self.mailbox.post("inbox")  # the rest after the next look at the PTY
-                return
-
     # -- signals -------------------------------------------------------------------------
     def _on_signal(self, mask: int) -> None:
         try:
@@ -403,7 +368,7 @@ class Supervisor:
             )
         elif not small:
             self.logs.notice(f"the pane ({cols}x{rows}) is big enough again")
-        self.session.event("pane-size", cols=cols, rows=rows, too_small=small, need=need)
+        self.session.event(ev.EventKind.PANE_SIZE, cols=cols, rows=rows, too_small=small, need=need)
 
     # -- the agent's end -----------------------------------------------------------------
     def _check_child(self) -> None:

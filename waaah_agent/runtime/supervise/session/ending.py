@@ -17,7 +17,7 @@ from typing import Any
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.supervise.backoff import RestartDecision
-from waaah_agent.core.supervise.events import Outcome, StopReason
+from waaah_agent.core.supervise.events import EventKind, Outcome, StopReason
 from waaah_agent.core.supervise.lifecycle import SessionStatus, final_status
 from waaah_agent.errors import AgentFailed, BudgetReached, LoginRequired, RestartBudgetExhausted, UsageError
 from waaah_agent.runtime.store import CorruptSession, SessionDir, SessionState
@@ -43,43 +43,43 @@ def _short(value: Any, size: int = 160) -> str:
 def _detail(e: dict[str, Any]) -> str | None:
     """The short detail of an event a person reading a headless log wants, else None."""
     name = e.get("event")
-    if name == "start":
+    if name == EventKind.START:
         how = "resumed" if e.get("native_resume") else "fresh"
         return f"pid {e.get('pid')} ({how}); session {e.get('session')}; log {e.get('log')}"
-    if name == "state":
+    if name == EventKind.STATE:
         return f"{e.get('previous')} -> {e.get('state')}"
-    if name == "delivery":
+    if name == EventKind.DELIVERY:
         phase = e.get("phase")
         return f"{e.get('kind')} prompt {phase}" if phase in ("confirmed", "failed") else None
-    if name == "nudge":
+    if name == EventKind.NUDGE:
         return f"{e.get('kind')} prompt ({e.get('reason')})"
-    if name == "restart":
+    if name == EventKind.RESTART:
         return f"after {e.get('after')}; in {e.get('delay')}s ({e.get('reason')})"
-    if name == "stall":
+    if name == EventKind.STALL:
         return f"{e.get('action')} after {e.get('minutes')} min busy with no change"
-    if name == "limit":
+    if name == EventKind.LIMIT:
         return f"usage limit until {e.get('until')}"
-    if name in ("limit-over", "limit-resume"):
+    if name in (EventKind.LIMIT_OVER, EventKind.LIMIT_RESUME):
         return "the usage limit is over"
-    if name == "limit-ignored":
+    if name == EventKind.LIMIT_IGNORED:
         return f"a saved limit ({e.get('until')}) is {e.get('why')}"
-    if name in ("stop", "end"):
+    if name in (EventKind.STOP, EventKind.END):
         return ", ".join(str(e[k]) for k in ("reason", "detail", "exit") if e.get(k))
-    if name == "kill":
+    if name == EventKind.KILL:
         return f"SIGKILL after {e.get('after_seconds')}s"
-    if name == "server":
+    if name == EventKind.SERVER:
         return f"{e.get('url')} {'reachable' if e.get('ok') else e.get('detail')}"
-    if name == "agent-status":
+    if name == EventKind.AGENT_STATUS:
         return f"{e.get('status')}"
-    if name == "tokens":
+    if name == EventKind.TOKENS:
         return tokens_line(e)
-    if name in ("leftovers", "descendants-ended"):
+    if name in (EventKind.LEFTOVERS, EventKind.DESCENDANTS_ENDED):
         return f"pids {e.get('pids')}"
-    if name == "workflow-settled":
+    if name == EventKind.WORKFLOW_SETTLED:
         return f"delivered={e.get('delivered')} ({e.get('why')})"
-    if name == "secret-entry":
+    if name == EventKind.SECRET_ENTRY:
         return "input hidden" if e.get("shown") else "input shown again"
-    if name == "mcp-tool_end" and e.get("outcome") in ("task", "evict", "error"):
+    if name == EventKind.MCP_TOOL_END and e.get("outcome") in ("task", "evict", "error"):
         extra = e.get("task_id") or e.get("evict_action") or e.get("error") or ""
         return f"{e.get('tool')} {e.get('outcome')} {extra}".rstrip()
     return None
@@ -113,7 +113,7 @@ def announce_and_wait(
     state.restarts += 1
     state.status = SessionStatus.RESTARTING.value
     session.save(state)
-    session.event("restart", after=why, delay=round(decision.delay, 2), reason=decision.reason)
+    session.event(EventKind.RESTART, after=why, delay=round(decision.delay, 2), reason=decision.reason)
     message = f"{adapter.name} stopped ({why}); restarting in {decision.delay:.1f}s ({decision.reason})"
     logs.notice(message)
     if console.interactive:  # also in the terminal title, where a glance at the tmux pane finds it
@@ -142,7 +142,10 @@ def finish(
     saved = session.save(state)
     kept = saved_line(saved, state, session)
     session.event(
-        "end", reason=outcome.reason.value, detail=outcome.detail, exit=status.describe() if status else None
+        EventKind.END,
+        reason=outcome.reason.value,
+        detail=outcome.detail,
+        exit=status.describe() if status else None,
     )
     if adapter.tokens is not None:
         console.say(
