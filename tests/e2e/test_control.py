@@ -66,14 +66,14 @@ def test_send_pause_resume_tail_and_stop_from_another_shell(cli, tmp_path):
         # (claude here, its cancelled wait in the same request): idle at its prompt, it gets
         # one continue prompt on resume; in its loop, none.
         idle = [e["state"] for e in events(ws) if e["event"] == "state"][-1] == "ready"
-        resumed = waaah(ws, env, "resume")
+        resumed = waaah(ws, env, "unpause")
         assert resumed.returncode == 0
         if idle:
             pump_until(child, lambda: continue_requests(model), 60)
         else:
             pump_for(child, 5)
         nudges = [e for e in events(ws) if e["event"] == "nudge"]
-        assert [n["reason"] for n in nudges] == (["nudges resumed (waaah resume)"] if idle else []), nudges
+        assert [n["reason"] for n in nudges] == (["nudges resumed (waaah unpause)"] if idle else []), nudges
         stopping = subprocess.Popen([WAAAH, "stop"], cwd=ws, env=env, stdout=subprocess.PIPE, text=True)
         child.expect(pexpect.EOF, timeout=60)
         child.close()

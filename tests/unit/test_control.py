@@ -35,12 +35,12 @@ def test_pause_holds_the_nudges_for_hours_and_resume_releases_them():
     night.wait_ends("task")  # works on a task, then ends its turn outside the loop
     night.run_until(3 * HOUR)
     assert night.records("nudge") == [] and night.saved["paused"] is True
-    assert [a.text for a in night.actions(ev.Title)][-1].endswith("nudges paused (waaah resume)")
+    assert [a.text for a in night.actions(ev.Title)][-1].endswith("nudges paused (waaah unpause)")
     night.cli.loops = True  # it takes the next nudge back into its loop
     control(night, ControlCommand.RESUME)
     night.run_until(3 * HOUR + 120)
     nudges = night.records("nudge")
-    assert [(n["kind"], n["reason"]) for n in nudges] == [("continue", "nudges resumed (waaah resume)")]
+    assert [(n["kind"], n["reason"]) for n in nudges] == [("continue", "nudges resumed (waaah unpause)")]
     assert (
         night.saved["paused"] is False and night.cli.transcript[-1] == CONTINUE_PROMPT and night.cli.in_wait
     )

@@ -88,7 +88,7 @@ def _headless_names() -> list[str]:
 
 def _interactive_cli(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
     """`waaah agent --start`: a CLI it can supervise. A headless-only one (codex) passes, for the
-    start to say where it runs instead (runtime/session.py, one line, exit 2)."""
+    start to say where it runs instead (runtime/supervise/session/opening.py, one line, exit 2)."""
     known = adapters.registry()
     if value is None or (value in known and not known[value].interactive):
         return value

@@ -344,7 +344,7 @@ class Machine:
                     self._nudge_workflow(now)
                     return
                 why = (
-                    "nudges resumed (waaah resume)"
+                    "nudges resumed (waaah unpause)"
                     if holds.resumed_by_user
                     else "the WAAAH server is reachable again"
                 )

@@ -212,21 +212,21 @@ class Nudging:
         self.budget_spent = ""  # why the token budget is spent ("" while it is not)
         self.owe_continue = False
         self.owe_workflow = ""  # why the next prompt is the workflow again ("" while it is not)
-        self.resumed_by_user = False  # the continue prompt owed comes from `waaah resume`
+        self.resumed_by_user = False  # the continue prompt owed comes from `waaah unpause`
 
     def pause(self) -> None:
         if not self.paused:
             self.paused = True
             self.out.emit(Save({"paused": True}))
-            self.out.notice("waaah pause: no continue prompts or heartbeats until waaah resume")
-            self.out.emit(Title(f"waaah: {self.cfg.agent}, nudges paused (waaah resume)", hold=True))
+            self.out.notice("waaah pause: no continue prompts or heartbeats until waaah unpause")
+            self.out.emit(Title(f"waaah: {self.cfg.agent}, nudges paused (waaah unpause)", hold=True))
 
     def resume(self, now: float) -> None:
         if self.paused:
             self.paused = False
             self.owe_continue = self.resumed_by_user = True  # one continue prompt first, if idle
             self.out.emit(Save({"paused": False}))
-            self.out.notice("waaah resume: continue prompts and heartbeats again")
+            self.out.notice("waaah unpause: continue prompts and heartbeats again")
             self.out.emit(Title(f"waaah: {self.cfg.agent}"))
             self.out.look(now)
 

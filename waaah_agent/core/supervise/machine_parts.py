@@ -75,7 +75,7 @@ class Saved:
     workflow_delivered: bool = False
     limit_until: str = ""  # ISO time; a deadline an earlier supervisor was waiting for
     next_heartbeat: str = ""
-    paused: bool = False  # `waaah pause`: no continue prompts or heartbeats until `waaah resume`
+    paused: bool = False  # `waaah pause`: no continue prompts or heartbeats until `waaah unpause`
     queued: tuple[str, ...] = ()  # prompts of `waaah send` not typed yet, oldest first
 
 
