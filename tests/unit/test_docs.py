@@ -13,7 +13,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted(p.name for p in DOCS.glob("*.md"))
 # docs/architecture.md is written in its own shape (a tree, then its sections); the others open
 # with their contents.
-WITHOUT_CONTENTS = {"architecture.md"}
+WITHOUT_CONTENTS: set[str] = set()
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
