@@ -129,7 +129,17 @@ _SHAPE_PIECES = [
     *("sk-ant-", "sk-", "AIza", "ya29.", "ghp_", "github_pat_", "xoxb-", "AKIA", "eyJ", "."),
     *("BeArEr ", "bearer ", "key-", "ant-api", "api_key=", "Token: ", "PASSWORD=", "Secret", "passwd"),
     *("credentials", "Authorization", "=", ": ", "://", "user:", "@host", "hooks.slack.com/services/"),
-    *("webhook", "0123456789abcdefABCDEF", "abcdefghijklmnop", "_-", " ", "\n", '"', "lorem ipsum "),
+    *(
+        "webhook",
+        "0123456789abcdefABCDEF",
+        "abcdefghijklmnop",
+        "_-",
+        " ",
+        "\n",
+        '"',
+        "lorem ipsum ",
+        "\u00e9",
+    ),
 ]
 
 
