@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 AGENT ?= gemini
 WORKFLOW ?= waaah-orc
 CLI_DIR := .cache/clis
+# The suite's workers: one per core, at most 4 (each test file runs on one worker, in order).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 
 .PHONY: run test lint unit runtime e2e clis clis-extra clis-old browser systemd-tools image image-test demo bench venv clean
@@ -28,7 +31,7 @@ run: venv
 
 ## The whole suite: lint, type checks, unit, runtime (real PTY) and e2e (real CLIs, offline).
 test: venv lint clis clis-extra clis-old browser systemd-tools
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 lint: venv
 	$(BIN)/ruff check waaah_agent tests scripts
@@ -36,13 +39,13 @@ lint: venv
 	$(BIN)/mypy waaah_agent
 
 unit: venv
-	$(BIN)/python -m pytest tests/unit
+	$(PYTEST) tests/unit
 
 runtime: venv browser systemd-tools
-	$(BIN)/python -m pytest tests/runtime
+	$(PYTEST) tests/runtime
 
 e2e: venv clis clis-extra clis-old
-	$(BIN)/python -m pytest tests/e2e
+	$(PYTEST) tests/e2e
 
 ## Install the pinned real CLIs into .cache/clis (reused on later runs).
 clis:

@@ -40,16 +40,17 @@ REGISTER_ARGS = {
 #: claude 2.1.200 may start the first turn before its MCP servers are connected; the tool result
 #: then is its own error "No such tool available: ... The MCP server 'waaah' is still connecting",
 #: and a model tries again (gemini and later claude releases wait for their MCP servers).
-CONNECTING = "is still connecting"
+NO_TOOL = "No such tool available"  # claude: also while its MCP servers connect
 
 
 def loop_script() -> list[Rule]:
     """Workflow -> register_agent -> wait_for_prompt -> end the turn with a marker text."""
     return [
-        Rule(ToolCall("register_agent", REGISTER_ARGS), tool_result="register_agent", result_has=CONNECTING),
-        Rule(
-            ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="wait_for_prompt", result_has=CONNECTING
-        ),
+        # claude 2.1.200 may begin the turn before its MCP servers are connected ("is still
+        # connecting", then, while the tools are listed, "No such tool available"): the model
+        # asks again until the registration went through (a wait in between could be the first
+        # call to get through, and the turn would end unregistered).
+        Rule(ToolCall("register_agent", REGISTER_ARGS), tool_result="register_agent", result_has=NO_TOOL),
         Rule(ToolCall("register_agent", REGISTER_ARGS), marker=MARKER),
         Rule(ToolCall("wait_for_prompt", {"timeout": 2}), tool_result="register_agent"),
         Rule(Text("LOOP-TURN-DONE"), tool_result="wait_for_prompt"),

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -153,11 +154,13 @@ def instance_environment(env_file: Path) -> dict[str, str]:
 def verify(template: Path, instance: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """systemd's own reading of an instance of the template (the user manager's view); `make test`
     installs systemd-analyze (scripts/install_systemd_tools.sh)."""
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    return subprocess.run(
-        ["systemd-analyze", "verify", "--user", str(template.parent / f"waaah@{instance}.service")],
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-        capture_output=True,
-        text=True,
-    )
+    # A short folder: the user's socket units put their addresses under it, and a socket's path
+    # may hold at most 107 bytes (a deep pytest folder does not fit).
+    with tempfile.TemporaryDirectory(prefix="xr", dir="/tmp") as runtime:
+        os.chmod(runtime, 0o700)
+        return subprocess.run(
+            ["systemd-analyze", "verify", "--user", str(template.parent / f"waaah@{instance}.service")],
+            env={**os.environ, "XDG_RUNTIME_DIR": runtime},
+            capture_output=True,
+            text=True,
+        )

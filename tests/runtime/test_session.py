@@ -396,7 +396,8 @@ def test_two_supervisors_never_drive_one_session(workspace, fake_home):
 
 
 def test_spawn_size_comes_from_the_terminal(workspace, fake_home):
-    child = start_and_deliver(workspace, sim_env(fake_home))
+    # A COLUMNS/LINES the user's shell exported is not the agent's terminal: its PTY is.
+    child = start_and_deliver(workspace, sim_env(fake_home, COLUMNS="80", LINES="24"))
     typed(child, "/size")
     child.expect("SIZE=120x40")
     assert save_and_exit(child) == 0

@@ -150,6 +150,11 @@ def agent_env(adapter: Adapter, env: Mapping[str, str]) -> dict[str, str]:
     for key, value in adapter.extra_env.items():  # defaults: the user's own settings win
         child.setdefault(key, value)
     child.pop(settings.NOTIFY, None)  # alert URLs hold tokens: the supervisor's, never the agent's
+    # The agent's terminal is the PTY, sized and resized by us: a COLUMNS or LINES exported by
+    # the user's shell would win over it in programs that read the environment first (Python's
+    # shutil, curses), and stay wrong after every resize.
+    child.pop("COLUMNS", None)
+    child.pop("LINES", None)
     child["TERM"] = "xterm-256color"
     return child
 
