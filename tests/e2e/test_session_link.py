@@ -136,11 +136,14 @@ def test_a_task_created_after_a_sigkill_inside_the_wait_is_served_once(cli, tmp_
         pump_for(child, 5)  # nothing more comes of it
         assert_served_once(server, model, 1, "task-1")
         assert state(ws)["restarts"] == 1
-        assert "task-kept" in [e["event"] for e in events(ws)]
+        # Kept by the session unless the new CLI was already back in its wait when the task came
+        # (a quick restart): then the session's wait handed it straight on.
+        kept = "task-kept" in [e["event"] for e in events(ws)]
+        print("kept by the session" if kept else "the restarted CLI was already waiting")
         assert save_and_exit(child) == 0
         report = subprocess.run([WAAAH, "report"], cwd=ws, capture_output=True, text=True, timeout=60)
-        assert "tasks the session kept or brought back: 1" in report.stdout, report.stdout
-        assert "task-1  came while the agent was restarting: kept for it" in report.stdout
+        assert ("tasks the session kept or brought back: 1" in report.stdout) is kept, report.stdout
+        assert ("task-1  came while the agent was restarting: kept for it" in report.stdout) is kept
 
 
 def test_a_task_and_an_evict_restart_during_the_restart_are_served_once_each(cli, tmp_path):

@@ -196,6 +196,12 @@ def test_ctrl_c_save_then_resume_continues_the_native_session(cli, tmp_path):
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
         child.expect("LOOP-TURN-DONE")
         native = state(ws)["native_session_id"]
+
+        def in_transcript() -> bool:  # drawn first, written to the CLI's own file a moment later
+            return any("LOOP-TURN-DONE" in p.read_text(errors="replace") for p in home.rglob("*.json*"))
+
+        home = tmp_path / "home"
+        pump_until(child, in_transcript, 30)
         assert save_and_exit(child) == 0
         if cli == "gemini":
             # The resume starts in another minute than the session did, as it does at night:
