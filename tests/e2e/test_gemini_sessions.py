@@ -165,16 +165,6 @@ def starts(ws: Path) -> int:
     return sum(e["event"] == "start" for e in events(ws))
 
 
-def states_of_last_run(ws: Path) -> list[str]:
-    found: list[str] = []
-    for event in events(ws):
-        if event["event"] == "start":
-            found = []
-        elif event["event"] == "state":
-            found.append(event["state"])
-    return found
-
-
 def test_waaah_run_keeps_a_resumed_gemini_session(tmp_path):
     """`waaah run --session` resumes with gemini's own --resume: the file that resume leaves is
     set aside, so gemini for another session does not remove the conversation."""
