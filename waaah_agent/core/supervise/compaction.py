@@ -9,18 +9,12 @@ CLIs against the fake model API; a CLI whose conversation is not in a file read 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from waaah_agent.core.kept_sessions import json_lines
+
 
 def records_with(lines: Iterable[str], needle: str) -> Iterable[dict[str, Any]]:
-    for line in lines:
-        if needle not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            yield record
+    """The JSON objects of the lines that hold ``needle`` (the others are not parsed)."""
+    return json_lines(line for line in lines if needle in line)
