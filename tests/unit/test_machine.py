@@ -132,6 +132,22 @@ def at(seconds: float) -> ev.Instant:
     return ev.Instant(seconds, EVENING + timedelta(seconds=seconds))
 
 
+def test_keys_the_machine_only_passes_on_may_go_before_it_hears_of_them():
+    """The shell writes such keys at once and says so (``typed``): nothing is typed twice, the
+    user still counts as typing, and Ctrl+C or an open menu is always the machine's to decide."""
+    night = Night()
+    night.start()
+    assert night.machine.passes(b"hello")
+    assert not night.machine.passes(b"ab\x03") and not night.machine.passes(b"\x1b[99;5u")
+    night.t = 30
+    assert night.tell(ev.Keys(b"hello", typed=True)) == []
+    assert night.machine.seen.last_user_input == 30
+    night.tell(ev.Keys(b"\x03"))  # the menu is open: its keys are not the agent's
+    assert not night.machine.passes(b"c")
+    night.tell(ev.Keys(b"c"))  # continue: the menu closed
+    assert night.machine.passes(b"c")
+
+
 def test_sigterm_ignored_gets_sigkill_after_the_grace_then_again():
     m = Machine(MachineConfig("gemini", True, stop_grace=5.0), None, Saved(), 0.0)
     assert m.handle(ev.StopAsked(ev.StopReason.SIGNAL, "received SIGTERM"), at(0)) == [

@@ -139,9 +139,11 @@ class Observed:
 
 @dataclass(frozen=True)
 class Keys:
-    """The user typed ``data``."""
+    """The user typed ``data``; ``typed``: it already went to the agent, as :meth:`Machine.passes`
+    allowed (a keystroke waits for no decision)."""
 
     data: bytes
+    typed: bool = False
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ class Machine:
         elif isinstance(event, Tick):
             self._tick(t)
         elif isinstance(event, Keys):
-            self.menu.keys(event.data, t.mono)
+            self.menu.keys(event.data, t.mono, event.typed)
         elif isinstance(event, TapRecord):
             self.reports.tap(event, t.mono)
         elif isinstance(event, HookRecord):
@@ -149,6 +149,10 @@ class Machine:
             self.limit.began(t)
         self._move()
         return out
+
+    def passes(self, keys: bytes) -> bool:
+        """Keys the machine would only type on to the agent (``Keys(typed=True)`` may follow them)."""
+        return self.menu.passes(keys)
 
     def next_due(self) -> float | None:
         return min(self.due.values()) if self.due else None

@@ -256,11 +256,19 @@ class CtrlMenu:
         self.out, self.due, self.stop, self.seen = out, due, stop, seen
         self.open = False
 
-    def keys(self, data: bytes, now: float) -> None:
+    def passes(self, data: bytes) -> bool:
+        """Whether ``data`` goes to the agent as it is, with nothing to decide on (the menu is
+        closed and no Ctrl+C is in it): the shell may write it before telling the machine."""
+        return not self.open and not any(s in data for s in CTRL_C)
+
+    def keys(self, data: bytes, now: float, typed: bool = False) -> None:
         if is_report(data):  # the terminal answering the agent's queries: nobody is typing
-            self.out.emit(Type(data))
+            if not typed:
+                self.out.emit(Type(data))
             return
         self.seen.last_user_input = now
+        if typed:
+            return
         while data:
             if self.open:
                 data = self._key(data, now)

@@ -79,13 +79,20 @@ class Screen:
     def size(self) -> tuple[int, int]:
         return self._screen.columns, self._screen.lines
 
-    def view(self) -> ScreenView:
-        # Rendering all rows (pyte's ``display``) costs ~2 ms; most updates touch a few rows.
-        screen = self._screen
-        for y in screen.dirty:
+    def render(self, rows: int) -> bool:
+        """Render up to ``rows`` of the rows changed since the last time; True once none is left
+        (rendering all rows, as pyte's ``display``, costs ~1-2 ms: done a few at a time, the
+        loop can serve a keystroke in between)."""
+        dirty = self._screen.dirty
+        for _ in range(min(rows, len(dirty))):
+            y = dirty.pop()
             if 0 <= y < len(self._lines):
                 self._lines[y] = self._render(y)
-        screen.dirty.clear()
+        return not dirty
+
+    def view(self) -> ScreenView:
+        # Most updates touch a few rows: only those are rendered again.
+        self.render(len(self._screen.dirty))
         return ScreenView(
             lines=tuple(self._lines),
             title=str(self._screen.title or ""),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import select
 import selectors
 import signal
 import time
@@ -116,6 +117,10 @@ class Supervisor:
             Timer.REPAINT: self._repaint,
         }
         self.overlay = Overlay(self._write_stdout, self.size)  # the menu, titles, the sane end
+        self._stdin_poll: select.poll | None = None
+        if cfg.interactive:
+            self._stdin_poll = select.poll()
+            self._stdin_poll.register(stdin_fd, select.POLLIN)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ev.Outcome:
@@ -255,13 +260,18 @@ class Supervisor:
             self.timers.set_min(Timer.SCREEN, update)
 
     def _update_screen(self) -> None:
-        view, again = self.feed.update()
+        view, again = self.feed.update(self._keys_waiting)
         if again is not None:
             # Unfinished: go on at the paced time. Finished with more output waiting: soon.
             (self.timers.set if view is None else self.timers.set_min)(Timer.SCREEN, again)
         if view is not None:
             self.overlay.agent_titled(view.title)
-            self.tell(ev.Observed(read(self.cfg.rules, view), self.feed.last_output))
+            observed = read(self.cfg.rules, view)
+            if self._keys_waiting():  # typed while the screen was read: forwarded first
+                self._on_stdin(selectors.EVENT_READ)
+                if self.outcome is not None:
+                    return
+            self.tell(ev.Observed(observed, self.feed.last_output))
             if self.logs.waiting and self.feed.read_seq >= self._keys_seq:
                 self.logs.screen_read()  # what the keys made the agent show: recorded (or hidden)
 
@@ -271,6 +281,10 @@ class Supervisor:
             self.timers.set(Timer.FLUSH, self.clock() + FLUSH_EVERY)
 
     # -- the user's terminal -----------------------------------------------------------------
+    def _keys_waiting(self) -> bool:
+        """The user typed something the loop has not read yet (asked between pieces of slow work)."""
+        return self._stdin_poll is not None and bool(self._stdin_poll.poll(0))
+
     def _on_stdin(self, mask: int) -> None:
         try:
             data = os.read(self.stdin_fd, 65536)
@@ -279,10 +293,14 @@ class Supervisor:
         if not data:
             self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal closed"))
             return
+        typed = not self.child.wants_write and self.machine.passes(data)
+        if typed:  # at once: what follows only decides about the record (the echo is read later)
+            self.child.queue(data)
+            self.child.flush()
         if self.feed.unread:  # keys answer a screen not read yet (a key dialog's echo must be
             self.logs.wait_for_screen()  # hidden): the record, not the key, waits for the reading
             self._keys_seq = self.feed.seq
-        self.tell(ev.Keys(data))
+        self.tell(ev.Keys(data, typed))
 
     def _write_stdout(self, data: bytes) -> None:
         if self.term is None:

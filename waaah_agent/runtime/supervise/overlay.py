@@ -46,7 +46,8 @@ class Overlay:
 
     def relayed(self, data: bytes) -> None:
         """The agent's ``data`` just went to the terminal: what of ours waited may follow."""
-        if (alt := data.rfind(b"\x1b[?1049")) >= 0 and alt + 7 < len(data):
+        # The forward search first: bytes.rfind has no fast path (it showed under a flood).
+        if b"\x1b[?1049" in data and (alt := data.rfind(b"\x1b[?1049")) + 7 < len(data):
             self.alt_screen = data[alt + 7] == ord("h")
         self.tail = data[-TAIL:] if len(data) >= TAIL else (self.tail + data)[-TAIL:]
         if (self.menu_shown or self.held) and not inside_sequence(self.tail):

@@ -20,6 +20,7 @@ import threading
 import zlib
 from collections.abc import Generator
 from pathlib import Path
+from types import ModuleType
 from typing import IO
 
 from waaah_agent.core.oneshot.streams import Lines
@@ -27,7 +28,17 @@ from waaah_agent.safe_read import UnsafeFile, open_regular
 
 MB = 1024 * 1024
 DEFAULT_BUDGET = 200 * MB  # all of one session's log files together
-COMPRESS_LEVEL = 1  # level 6 cost 2-3x the CPU (up to 2.7 s per 100 MB of text) for a 1.3-1.6x smaller part
+# ISA-L's deflate (isal): the same gzip files, in a tenth of zlib's CPU at its fastest level
+# (0.04 s per 100 MB of .cast against zlib's 0.37, for a part ~1.2x larger); zlib where isal
+# is not installed.
+GZIP: ModuleType
+try:
+    from isal import igzip
+
+    GZIP = igzip
+except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel
+    GZIP = gzip
+COMPRESS_LEVEL = 1  # zlib: level 6 cost 2-3x the CPU of level 1 for a 1.3-1.6x smaller part
 
 
 def part_number(path: Path, name: str) -> int | None:
@@ -186,7 +197,7 @@ def compress(part: Path) -> Path:
     """``part`` -> ``part.gz`` (0600), whole or not at all."""
     target = part.with_name(part.name + ".gz")
     tmp = part.with_name(part.name + ".gz.tmp")
-    with part.open("rb") as src, gzip.open(tmp, "wb", compresslevel=COMPRESS_LEVEL) as dst:
+    with part.open("rb") as src, GZIP.open(tmp, "wb", compresslevel=COMPRESS_LEVEL) as dst:
         shutil.copyfileobj(src, dst, 1024 * 1024)
     os.chmod(tmp, 0o600)
     os.replace(tmp, target)

@@ -28,7 +28,8 @@ SCREEN_BACKLOG = 256 * 1024
 SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
 SCREEN_FLOOD_SHARE = 0.01  # ... and this much once its backlog overflowed, until the output pauses
 SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
-SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock (pyte: ~1-5 µs per byte)
+SCREEN_ROWS = 400  # rows rendered between two looks at the clock and at the keys (~25 µs a row)
+SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock and at the keys (~1-5 µs a byte)
 SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
 
 
@@ -79,8 +80,14 @@ class ScreenFeed:
         """The earliest time an update asked for at ``at`` may run."""
         return max(at, self.not_before)
 
-    def update(self) -> tuple[ScreenView | None, float | None]:
-        """Work on the model: (the view once up to date, else None; when to go on, if needed)."""
+    def update(
+        self, keys_waiting: Callable[[], bool] | None = None
+    ) -> tuple[ScreenView | None, float | None]:
+        """Work on the model: (the view once up to date, else None; when to go on, if needed).
+
+        ``keys_waiting`` says whether the user typed something meanwhile: then the work stops
+        after the piece in hand and goes on right after the loop forwarded the keys (a keystroke
+        never waits for pyte)."""
         now = self.clock()
         if self.todo and now < self.not_before:
             return None, self.not_before  # woken early: keep to the share
@@ -101,13 +108,16 @@ class ScreenFeed:
                 self.read_seq = self._todo_seq
                 return self.screen.view(), None
         todo = self.todo
-        while self.done < len(todo):
-            self.screen.feed(todo[self.done : self.done + SCREEN_PIECE])
-            self.done += SCREEN_PIECE
-            if self.done < len(todo) and self.work_clock() - started > SCREEN_SLICE:
-                self._pace(self.work_clock() - started)
-                return None, self.not_before  # go on after a select at least
-        self.frames.saw(todo)
+        while self.done < len(todo) or not self.screen.render(SCREEN_ROWS):
+            if self.done < len(todo):  # fed a piece at a time, then the rows it changed rendered
+                self.screen.feed(todo[self.done : self.done + SCREEN_PIECE])
+                self.done += SCREEN_PIECE
+            worked = self.work_clock() - started
+            if worked > SCREEN_SLICE or (keys_waiting is not None and keys_waiting()):
+                self._pace(worked)
+                return None, self.not_before  # go on after a select at least (the keys first)
+        if todo:  # a look with nothing new (the machine's own timer) keeps the frame compared with
+            self.frames.saw(todo)
         self.todo = b""
         self.read_seq = self._todo_seq
         view = self.screen.view()

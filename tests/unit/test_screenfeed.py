@@ -1,0 +1,90 @@
+"""The screen model behind its backlog: a keystroke never waits for pyte, and a look at the screen
+with nothing new keeps what the next redraw is compared with."""
+
+from __future__ import annotations
+
+from tests.unit.test_redraws import reads
+from waaah_agent.core.supervise.screen import Screen
+from waaah_agent.runtime.supervise.screenfeed import SCREEN_PIECE, ScreenFeed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scrolling(lines: int) -> bytes:
+    return b"".join(b"line %d of a long answer, scrolling the screen\r\n" % n for n in range(lines))
+
+
+def finish(feed: ScreenFeed, clock: Clock, keys_waiting=None):
+    """Run updates until the view is there (the clock jumps to each asked-for time)."""
+    for _ in range(100_000):
+        view, again = feed.update(keys_waiting)
+        if view is not None:
+            return view
+        clock.now = max(clock.now, again)
+    raise AssertionError("the screen model never finished")
+
+
+def test_typed_keys_stop_the_work_after_the_piece_in_hand():
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock, work_clock=lambda: 0.0)  # a slice would never end
+    feed.add(scrolling(400), clock.now)
+    clock.now += 1.0  # the agent went quiet: no pacing pause
+    view, again = feed.update(lambda: True)
+    assert view is None and again is not None and again <= clock.now
+    assert feed.done == SCREEN_PIECE  # one piece of pyte work, then the keys
+
+
+def test_rows_are_rendered_a_few_at_a_time_when_keys_wait():
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock, work_clock=lambda: 0.0)
+    data = scrolling(60)
+    feed.add(data, clock.now)
+    clock.now += 1.0
+    steps = 0
+    while True:
+        view, _ = feed.update(lambda: True)
+        steps += 1
+        if view is not None:
+            break
+    assert steps > len(data) // SCREEN_PIECE + 1  # the 40 changed rows took more than one step
+    whole = Screen(120, 40)
+    whole.feed(data)
+    assert view.lines == whole.view().lines and view.cursor_row == whole.view().cursor_row
+
+
+def test_the_view_is_the_same_with_and_without_keys_typed_meanwhile():
+    data = b"\x1b[2J\x1b[H" + scrolling(120) + "│ box ✦ 漢字 end".encode()
+    views = []
+    for keys in (None, lambda: True):
+        clock = Clock()
+        feed = ScreenFeed(80, 24, clock=clock)
+        feed.add(data, clock.now)
+        clock.now += 1.0
+        views.append(finish(feed, clock, keys))
+    assert views[0] == views[1]
+
+
+def test_a_look_with_nothing_new_keeps_the_redraw_to_compare_with():
+    """The machine looks at the screen on its own timer; such a look must not make the next of
+    gemini's waiting redraws a new frame for pyte (3.5 KB, ~10 ms of CPU each time)."""
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock)
+    fed: list[int] = []
+    real_feed = feed.screen.feed
+    feed.screen.feed = lambda data: (fed.append(len(data)), real_feed(data))[1]  # type: ignore[method-assign]
+    recorded = [r for r in reads() if len(r) > 3000][:30]
+    for n, frame in enumerate(recorded):
+        clock.now += 0.05
+        if feed.add(frame, clock.now) is not None:
+            clock.now += 0.05
+            finish(feed, clock)
+        if n % 3 == 0:  # the machine's own look, nothing new since
+            clock.now += 0.01
+            finish(feed, clock)
+    assert sum(fed) <= 2 * len(recorded[0]), fed  # the first frames only: the rest repeat
