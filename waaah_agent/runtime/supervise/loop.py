@@ -266,11 +266,11 @@ class Supervisor:
             (self.timers.set if view is None else self.timers.set_min)(Timer.SCREEN, again)
         if view is not None:
             self.overlay.agent_titled(view.title)
+            self._serve_keys()  # typed while the screen model worked: forwarded first ...
             observed = read(self.cfg.rules, view)
-            if self._keys_waiting():  # typed while the screen was read: forwarded first
-                self._on_stdin(selectors.EVENT_READ)
-                if self.outcome is not None:
-                    return
+            self._serve_keys()  # ... and while the screen was read
+            if self.outcome is not None:
+                return
             self.tell(ev.Observed(observed, self.feed.last_output))
             if self.logs.waiting and self.feed.read_seq >= self._keys_seq:
                 self.logs.screen_read()  # what the keys made the agent show: recorded (or hidden)
@@ -284,6 +284,11 @@ class Supervisor:
     def _keys_waiting(self) -> bool:
         """The user typed something the loop has not read yet (asked between pieces of slow work)."""
         return self._stdin_poll is not None and bool(self._stdin_poll.poll(0))
+
+    def _serve_keys(self) -> None:
+        """Forward what the user typed meanwhile, now (between two pieces of slow work)."""
+        if self.outcome is None and self._keys_waiting():
+            self._on_stdin(selectors.EVENT_READ)
 
     def _on_stdin(self, mask: int) -> None:
         try:

@@ -28,8 +28,8 @@ SCREEN_BACKLOG = 256 * 1024
 SCREEN_SHARE = 0.05  # under sustained output, the screen model gets at most this share of the time
 SCREEN_FLOOD_SHARE = 0.01  # ... and this much once its backlog overflowed, until the output pauses
 SCREEN_SLICE = 0.0005  # pyte work done in one go before the loop serves the PTY and stdin again
-SCREEN_ROWS = 400  # rows rendered between two looks at the clock and at the keys (~25 µs a row)
-SCREEN_PIECE = 256  # bytes fed to pyte between two looks at the clock and at the keys (~1-5 µs a byte)
+SCREEN_ROWS = 4  # rows rendered between two looks at the clock and at the keys (~25 µs a row)
+SCREEN_PIECE = 32  # bytes fed to pyte between two looks at the clock and at the keys (~2-10 µs a byte)
 SETTLE_AT_END = 64 * 1024  # output the screen model may still take at the end (to find the frame)
 
 
