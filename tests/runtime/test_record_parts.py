@@ -53,8 +53,8 @@ def test_rolled_parts_are_compressed_and_the_record_replays_whole(tmp_path):
 
 def test_over_its_budget_the_record_drops_its_oldest_parts_and_says_so(tmp_path):
     logs = logs_in(tmp_path / "logs", max_bytes=64 * 1024, budget=400 * 1024)
-    for n in range(400):  # output that hardly compresses: random hex, a line at a time
-        logs.output(f"{n:05d} {os.urandom(600).hex()}\r\n".encode())
+    for n in range(400):  # output that hardly compresses (base64 of random bytes), a line at a time
+        logs.output(b"%05d %s\r\n" % (n, base64.b64encode(os.urandom(900))))
         if n % 50 == 0:
             logs.parts.close()  # let the background compression catch up
             logs.flush()

@@ -88,3 +88,48 @@ def test_a_look_with_nothing_new_keeps_the_redraw_to_compare_with():
             clock.now += 0.01
             finish(feed, clock)
     assert sum(fed) <= 2 * len(recorded[0]), fed  # the first frames only: the rest repeat
+
+
+def test_keys_typed_on_a_screen_not_read_yet_get_that_screen_read_as_it_was():
+    """The record waits to know what the keys answered (a secret-entry screen hides its echo):
+    the reading stops where the keys came, whatever the agent drew after them, and the screen
+    model keeps up without its pause while keys wait."""
+    clock = Clock()
+    feed = ScreenFeed(80, 24, clock=clock)
+    feed.add(b"\x1b[2J\x1b[HEnter your API key: ", clock.now)
+    feed.mark()  # a key typed before the dialog was read
+    at_key = feed.seq
+    for ch in b"AIzaSECRET":
+        clock.now += 0.01
+        feed.add(bytes([ch]), clock.now)
+        feed.mark()
+    clock.now += 0.01
+    feed.add(b"\x1b[2J\x1b[HAPI key saved", clock.now)  # the dialog is gone by now
+    clock.now += 0.05
+    view = finish(feed, clock)
+    assert feed.read_seq == at_key
+    assert "Enter your API key:" in view.text() and "AIza" not in view.text()
+    views = [view]
+    while feed.read_seq < feed.seq:
+        views.append(finish(feed, clock))
+    assert len(views) == 12  # one reading per key, then the rest
+    assert "Enter your API key: AIzaSECRET" in views[-2].text()
+    assert "API key saved" in views[-1].text()
+
+
+def test_a_key_waiting_for_its_screen_is_owed_no_pause():
+    clock = Clock()
+    work = [0.0]
+    feed = ScreenFeed(80, 24, clock=clock, work_clock=lambda: work[0])
+    real = feed.screen.feed
+    feed.screen.feed = lambda data: (work.__setitem__(0, work[0] + 0.01), real(data))[1]  # type: ignore[method-assign]
+    feed.add(scrolling(3), clock.now)
+    view, again = feed.update()  # a piece of pyte work while the agent is writing ...
+    assert view is None and again > clock.now + 0.1  # ... owes a pause (pyte's share)
+    feed.add(b"the dialog", clock.now)
+    assert feed.when(clock.now) > clock.now + 0.1
+    feed.mark()  # keys typed on it: read it now
+    assert feed.when(clock.now) == clock.now
+    done_before = feed.done
+    feed.update()
+    assert feed.done > done_before  # no pause: the work went on at once

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from waaah_agent.core.redact import Redactor
@@ -37,7 +37,11 @@ HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 256 * 1024
 WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
 BATCH = 64 * 1024  # output recorded together at most ...
-BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
+# ... and for at most this long after its first read (then with the next read or the flush). Each
+# read keeps its own time in the .cast; the native passes run once per batch. A TUI waiting on a
+# tool redraws ~20 times a second, and each record made alone met cold caches (~0.4 ms a read,
+# ~1 % of a core all night); together they cost that ~4 times a second.
+BATCH_FOR = 0.25
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 
 
@@ -72,9 +76,10 @@ class SessionLogs:
         # cleaner skips it.
         self._frames = RepeatedFrames()
         # Output that came after keys typed before the screen was read: recorded once it was.
-        self._waiting: list[tuple[float, bytes]] | None = None
+        self._waiting: list[tuple[float, bytes, int]] | None = None  # (when, data, its number)
         self._waiting_size = 0
-        self._batch: list[bytes] = []  # reads not recorded yet (see _batched)
+        self._batch: list[bytes] = []  # reads not recorded yet (see _batched) ...
+        self._stamps: list[float] = []  # ... and when each came
         self._batch_size = 0
         self._batch_at = 0.0
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
@@ -100,11 +105,12 @@ class SessionLogs:
         self._cast = RollingFile(self.cast_path, max_bytes, cast_header, on_roll=self.parts.rolled)
         prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
-    def output(self, data: bytes) -> None:
-        """Record agent output (called on the relay path, after the terminal got it: cheap, buffered)."""
+    def output(self, data: bytes, seq: int = 0) -> None:
+        """Record agent output (called on the relay path, after the terminal got it: cheap,
+        buffered). ``seq``: its number among the outputs the screen model was given."""
         now = time.monotonic()
         if self._waiting is not None:
-            self._waiting.append((now, data))
+            self._waiting.append((now, data, seq))
             self._waiting_size += len(data)
             if self._waiting_size > WAIT_AT_MOST:
                 self.screen_read()
@@ -120,14 +126,24 @@ class SessionLogs:
         if not self._batch:
             self._batch_at = now
         self._batch.append(data)
+        self._stamps.append(now)
         self._batch_size += len(data)
         if self._batch_size >= BATCH:
             self._record_batch()
 
     def _record_batch(self) -> None:
         if self._batch:
-            batch, self._batch, self._batch_size = self._batch, [], 0
-            self._record(self._batch_at, batch[0] if len(batch) == 1 else b"".join(batch))
+            batch, stamps = self._batch, self._stamps
+            self._batch, self._stamps, self._batch_size = [], [], 0
+            if len(batch) == 1:
+                self._record(stamps[0], batch[0])
+                return
+            marks, at = [], 0  # where each read after the first begins, and when it came
+            for data, when in zip(batch, stamps, strict=True):
+                if at:
+                    marks.append((at, when))
+                at += len(data)
+            self._record(stamps[0], b"".join(batch), marks)
 
     def wait_for_screen(self) -> None:
         """Keys went to the agent before its screen was read: what it shows next is recorded only
@@ -140,13 +156,23 @@ class SessionLogs:
     def waiting(self) -> bool:
         return self._waiting is not None
 
-    def screen_read(self) -> None:
-        """The screen was read (and ``hide`` told): record what waited, or the marker instead."""
-        waiting, self._waiting, self._waiting_size = self._waiting, None, 0
-        for now, data in waiting or ():
-            self._batched(now, data)
+    def screen_read(self, upto: int | None = None) -> None:
+        """The screen was read (and ``hide`` told) up to output number ``upto``: record what waited
+        and that reading saw, or the marker instead. None: the reading the keys waited for, all
+        of it. What came after ``upto`` waits for the reading that sees it: typing that goes on
+        while the screen is read keeps the record waiting, and each piece is still judged by the
+        first reading that saw it (a secret-entry screen found then hides its echo)."""
+        waiting = self._waiting or []
+        keep = [w for w in waiting if w[2] > upto] if upto is not None else []
+        if keep:
+            self._waiting, self._waiting_size = keep, sum(len(w[1]) for w in keep)
+        else:
+            self._waiting, self._waiting_size = None, 0
+        for now, data, seq in waiting:
+            if upto is None or seq <= upto:
+                self._batched(now, data)
 
-    def _record(self, now: float, data: bytes) -> None:
+    def _record(self, now: float, data: bytes, marks: list[tuple[int, float]] | None = None) -> None:
         if self._hidden:
             if not self._hidden_noted:  # what a secret-entry screen echoes is never written
                 self._hidden_noted = True
@@ -161,19 +187,21 @@ class SessionLogs:
         elif not self._frames.repeats(data):  # a repeated redraw holds no new line
             self._cleaned += len(data)
             if lines := self._cleaner.feed(data, now):
-                self._lines(lines)
+                self._lines(lines, now)
             self._frames.saw(data)
-        self._cast_out(now, data)
+        self._cast_out(now, data, marks=marks)
 
-    def _lines(self, lines: list[str]) -> None:
-        """Clean lines of one read: masked together, one time stamp, one write."""
+    def _lines(self, lines: list[str], now: float) -> None:
+        """Clean lines of one batch: masked together, one time stamp (when its first read came,
+        on the wall clock), one write."""
         masked = self._redact("\n".join(lines)).split("\n")
         if len(masked) != len(lines):  # a shape's mask took a line break with it
             masked = [self._redact(line) for line in lines]
         self.recent.extend(masked)
         if len(self.head) < HEAD_LINES:
             self.head.extend(masked[: HEAD_LINES - len(self.head)])
-        ts = datetime.now().isoformat(timespec="milliseconds")
+        came = datetime.now() - timedelta(seconds=max(0.0, time.monotonic() - now))
+        ts = came.isoformat(timespec="milliseconds")
         self._text.write("".join(f"{ts} {line}\n" for line in masked).encode("utf-8", "surrogateescape"))
 
     def hide(self, hidden: bool) -> None:
@@ -195,17 +223,38 @@ class SessionLogs:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
         self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
 
-    def _cast_out(self, now: float, data: bytes, final: bool = False) -> None:
-        if self._cast_hold:
+    def _cast_out(
+        self, now: float, data: bytes, final: bool = False, marks: list[tuple[int, float]] | None = None
+    ) -> None:
+        """``data`` into the .cast: one event at ``now``, or one per read of a batch (``marks``:
+        where each read after the first begins in ``data``, and its time)."""
+        held = len(self._cast_hold)
+        if held:
             data = self._cast_hold + data
+        raw = data
         data, facts = self._redact.record(data)  # one native pass: secrets, and what to escape
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
         cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
         out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        if out:  # the very end may cut a character: json_string spells what is not UTF-8
-            body = escaped(out, None if final else facts)
-            self._cast.write(b'[%.6f, "o", "' % (now - self._t0), body, b'"]\n')
+        if not out:
+            return
+        events: list[tuple[float, bytes]] = [(now, out)]
+        # The reads of a batch as they came, where the mask changed nothing (what a mask took
+        # or gave may not line up with them: then the batch is one event, as a lone read is).
+        if marks and len(data) == len(raw) and data == raw:
+            events, start, when = [], 0, now
+            for at, then in marks:
+                at = char_boundary(out, min(at + held, len(out)))
+                if at > start:
+                    events.append((when, out[start:at]))
+                    start = at
+                when = then
+            if start < len(out):
+                events.append((when, out[start:]))
+        for when, chunk in events:  # the very end may cut a character: json_string spells it
+            body = escaped(chunk, None if final else facts)
+            self._cast.write(b'[%.6f, "o", "' % (when - self._t0), body, b'"]\n')
 
     def resize(self, cols: int, rows: int) -> None:
         self._record_batch()

@@ -34,7 +34,7 @@ from waaah_agent.runtime.supervise.inbox import Inbox
 from waaah_agent.runtime.supervise.logs import SessionLogs
 from waaah_agent.runtime.supervise.overlay import MIN_COLS, MIN_ROWS, Overlay
 from waaah_agent.runtime.supervise.reports import Reports
-from waaah_agent.runtime.supervise.screenfeed import ScreenFeed
+from waaah_agent.runtime.supervise.screenfeed import SCREEN_DELAY, ScreenFeed
 from waaah_agent.runtime.supervise.signals import STOP_SIGNALS, signal_pipe
 from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
 from waaah_agent.runtime.supervise.waiting import Interest, Timers
@@ -251,13 +251,13 @@ class Supervisor:
         if self.term is not None:
             self._write_stdout(data)
             self.overlay.relayed(data)
-        self.logs.output(data)
-        if self.answers is not None and (reply := self.answers.feed(data)):
-            self.child.queue(reply)
         now = self.clock()
-        self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
         if (update := self.feed.add(data, now)) is not None:  # a repeated redraw wakes nothing
             self.timers.set_min(Timer.SCREEN, update)
+        self.logs.output(data, self.feed.seq)
+        if self.answers is not None and (reply := self.answers.feed(data)):
+            self.child.queue(reply)
+        self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
 
     def _update_screen(self) -> None:
         view, again = self.feed.update(self._keys_waiting)
@@ -272,8 +272,9 @@ class Supervisor:
             if self.outcome is not None:
                 return
             self.tell(ev.Observed(observed, self.feed.last_output))
-            if self.logs.waiting and self.feed.read_seq >= self._keys_seq:
-                self.logs.screen_read()  # what the keys made the agent show: recorded (or hidden)
+            if self.logs.waiting:  # what the keys made the agent show: recorded (or hidden) ...
+                read_all = self.feed.read_seq >= self._keys_seq
+                self.logs.screen_read(None if read_all else self.feed.read_seq)  # ... as far as read
 
     def _flush(self) -> None:
         self.logs.flush()
@@ -305,6 +306,8 @@ class Supervisor:
         if self.feed.unread:  # keys answer a screen not read yet (a key dialog's echo must be
             self.logs.wait_for_screen()  # hidden): the record, not the key, waits for the reading
             self._keys_seq = self.feed.seq
+            self.feed.mark()  # ... of that screen as it is now, whatever comes after
+            self.timers.set_min(Timer.SCREEN, self.feed.when(self.clock() + SCREEN_DELAY))
         self.tell(ev.Keys(data, typed))
 
     def _write_stdout(self, data: bytes) -> None:

@@ -16,6 +16,7 @@ not fed to pyte: drawn over itself it would leave the same screen.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 from waaah_agent.core.supervise.redraws import RepeatedFrames
@@ -55,6 +56,19 @@ class ScreenFeed:
         self.seq = 0  # outputs added so far ...
         self.read_seq = 0  # ... and how many of them the last finished reading of the screen saw
         self._todo_seq = 0
+        self._slice_done = 0.0  # pyte work of a slice cut short by keys (it goes on after them)
+        # Keys typed on output not read yet (the record waits to know what they answered): the
+        # output numbers at which they came, and where each output ends in the backlog. An
+        # update stops at the first such point, so each key's screen is read as it was.
+        self.marks: deque[int] = deque()
+        self._ends: deque[tuple[int, int]] = deque()
+
+    def mark(self) -> None:
+        """Keys were typed now, on output not read yet: read the screen as it is at this point
+        (and keep up, unpaced, until it was)."""
+        if not self.marks or self.marks[-1] < self.seq:
+            self.marks.append(self.seq)
+        self.not_before = 0.0  # no pause owed for earlier work while keys wait for a reading
 
     def add(self, data: bytes, now: float) -> float | None:
         """Output arrived at ``now``; returns when the screen should next be updated (None: the
@@ -65,6 +79,7 @@ class ScreenFeed:
             self.read_seq = self.seq  # the screen read last is the screen now
             return None
         self.backlog += data
+        self._ends.append((self.seq, len(self.backlog)))
         if len(self.backlog) > 4 * SCREEN_BACKLOG:
             # The model is far behind: bound memory, and start afresh from the recent past.
             # The update in progress is stale now, and so would the next be before it ends,
@@ -74,6 +89,8 @@ class ScreenFeed:
             self.todo, self.done = b"", 0
             self.flooded = True
             self.frames.forget()
+            self.marks.clear()  # no screen of theirs is left to read (the record's wait is bounded)
+            self._ends.clear()
         return self.when(now + SCREEN_DELAY)
 
     def when(self, at: float) -> float:
@@ -86,12 +103,14 @@ class ScreenFeed:
         """Work on the model: (the view once up to date, else None; when to go on, if needed).
 
         ``keys_waiting`` says whether the user typed something meanwhile: then the work stops
-        after the piece in hand and goes on right after the loop forwarded the keys (a keystroke
-        never waits for pyte)."""
+        after the piece in hand and goes on right after the loop forwarded the keys, in the same
+        slice (a keystroke never waits for pyte, and typing never starves the reading: the
+        record may be waiting for it to know whether the agent asks for a secret)."""
         now = self.clock()
         if self.todo and now < self.not_before:
             return None, self.not_before  # woken early: keep to the share
-        started = self.work_clock()
+        started = self.work_clock() - self._slice_done  # a slice the keys cut short goes on
+        self._slice_done = 0.0
         if not self.todo:
             if len(self.backlog) > SCREEN_BACKLOG:
                 # A flood or a huge dump: the screen model only needs the recent past, and until
@@ -100,9 +119,9 @@ class ScreenFeed:
                 self.screen.reset()
                 self.frames.forget()
                 self.flooded = True
-            self.todo, self.done = bytes(self.backlog), 0
-            self._todo_seq = self.seq
-            self.backlog.clear()
+                self.marks.clear()
+                self._ends.clear()
+            self._take()
             if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
                 self.todo = b""
                 self.read_seq = self._todo_seq
@@ -113,17 +132,39 @@ class ScreenFeed:
                 self.screen.feed(todo[self.done : self.done + SCREEN_PIECE])
                 self.done += SCREEN_PIECE
             worked = self.work_clock() - started
-            if worked > SCREEN_SLICE or (keys_waiting is not None and keys_waiting()):
+            if worked > SCREEN_SLICE:
                 self._pace(worked)
-                return None, self.not_before  # go on after a select at least (the keys first)
+                return None, self.not_before  # go on after a select at least
+            if keys_waiting is not None and keys_waiting():
+                self._slice_done = worked
+                return None, self.clock()  # right after the keys, in this slice
         if todo:  # a look with nothing new (the machine's own timer) keeps the frame compared with
             self.frames.saw(todo)
         self.todo = b""
         self.read_seq = self._todo_seq
         view = self.screen.view()
         self._pace(self.work_clock() - started)
-        # Output that came in while this update ran gets its own update.
-        return view, (self.when(self.clock() + SCREEN_DELAY) if self.backlog else None)
+        # Output that came in while this update ran gets its own update (at once while keys
+        # wait for their screens to be read).
+        if not self.backlog:
+            return view, None
+        return view, self.when(self.clock() + (0.0 if self.marks else SCREEN_DELAY))
+
+    def _take(self) -> None:
+        """The backlog, or its part up to the first point keys were typed at, as the next todo."""
+        while self.marks and self.marks[0] <= self.read_seq:
+            self.marks.popleft()
+        cut, upto = len(self.backlog), self.seq
+        if self.marks:
+            upto, cut = self.marks.popleft(), 0
+            while self._ends and self._ends[0][0] <= upto:
+                cut = self._ends.popleft()[1]
+            self._ends = deque((n, end - cut) for n, end in self._ends)
+        else:
+            self._ends.clear()
+        self.todo, self.done = bytes(self.backlog[:cut]), 0
+        self._todo_seq = upto
+        del self.backlog[:cut]
 
     @property
     def unread(self) -> bool:
@@ -154,6 +195,9 @@ class ScreenFeed:
     def _pace(self, work: float) -> None:
         """After ``work`` seconds of pyte: while the agent is writing, pause in proportion."""
         now = self.clock()
+        if self.marks:  # keys wait for a screen to be read: no pause until it was
+            self.not_before = now
+            return
         if now - self.last_output >= SCREEN_DELAY:  # the agent is quiet: catch up at once
             self.flooded = False
             self.not_before = now

@@ -1,0 +1,82 @@
+"""Output that came after keys typed on a screen not read yet waits for the reading, and each piece
+is judged by the first reading that saw it: typing that goes on while the screen is read never
+lets a secret-entry screen's echo through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from waaah_agent.core.redact import Redactor
+from waaah_agent.runtime.supervise.logfiles import replay
+from waaah_agent.runtime.supervise.logs import SessionLogs
+
+DIALOG = b"\x1b[2J\x1b[HEnter your API key: "
+KEY = b"AIzaTYPED-key-0123456789abcdef"
+
+
+def test_each_piece_waits_for_the_reading_that_saw_it(tmp_path: Path) -> None:
+    logs = SessionLogs(tmp_path / "logs", "sim", (80, 24), Redactor({}))
+    logs.wait_for_screen()  # the user typed on a screen not read yet
+    logs.output(DIALOG, 1)
+    for n, ch in enumerate(KEY, start=2):  # echoed key by key while the user keeps typing
+        logs.output(bytes([ch]), n)
+    last = 1 + len(KEY)
+    logs.hide(True)  # the reading of output 1 found the secret-entry screen ...
+    logs.screen_read(1)  # ... and releases what it saw, only that
+    assert logs.waiting  # the echo was not seen yet: it still waits
+    logs.screen_read(last)  # a later reading saw the echo, the dialog still there
+    assert not logs.waiting
+    logs.hide(False)  # the dialog closed
+    logs.output(b"\r\nAPI key saved\r\n", last + 1)
+    logs.close()
+    cast = logs.cast_path.read_text()
+    assert "[input hidden]" in cast
+    assert b"TYPED" not in replay(logs.cast_path) and "TYPED" not in logs.text_path.read_text()
+    assert b"API key saved" in replay(logs.cast_path)
+
+
+def test_a_reading_that_sees_it_all_releases_it_all(tmp_path: Path) -> None:
+    logs = SessionLogs(tmp_path / "logs", "sim", (80, 24), Redactor({}))
+    logs.wait_for_screen()
+    logs.output(b"plain output\r\n", 1)
+    logs.output(b"more output\r\n", 2)
+    logs.screen_read(1)
+    assert logs.waiting
+    logs.screen_read(None)  # the reading the keys waited for: what waits goes on
+    assert not logs.waiting
+    logs.close()
+    assert replay(logs.cast_path) == b"plain output\r\nmore output\r\n"
+
+
+def _events(cast: Path) -> list[list]:
+    import json
+
+    return [json.loads(line) for line in cast.read_text().splitlines()[1:]]
+
+
+def test_reads_recorded_together_keep_their_own_times(tmp_path: Path) -> None:
+    import time
+
+    logs = SessionLogs(tmp_path / "logs", "sim", (80, 24), Redactor({}))
+    reads = [b"first redraw \xe2\x94\x80\r\n", b"second \xe2\x94", b"\x80 third\r\n"]  # a character cut by a read
+    for data in reads:
+        logs.output(data)
+        time.sleep(0.03)
+    logs.close()
+    out = [e for e in _events(logs.cast_path) if e[1] == "o"]
+    assert len(out) == 3, out  # one batch, one event per read
+    times = [e[0] for e in out]
+    assert times == sorted(times) and times[2] - times[0] >= 0.05
+    assert replay(logs.cast_path) == b"".join(reads)
+    assert out[1][2] == "second " and out[2][2] == "\u2500 third\r\n"  # never half a character
+
+
+def test_a_batch_a_mask_changed_is_one_event(tmp_path: Path) -> None:
+    secret = "AIzaSyKNOWN-0123456789abcdefghijklmn"
+    logs = SessionLogs(tmp_path / "logs", "sim", (80, 24), Redactor([secret]))
+    logs.output(b"the key is " + secret[:20].encode())
+    logs.output(secret[20:].encode() + b" and more\r\n")
+    logs.close()
+    out = [e for e in _events(logs.cast_path) if e[1] == "o"]
+    text = "".join(e[2] for e in out)
+    assert secret[:8] not in text and secret[-8:] not in text and "and more" in text
