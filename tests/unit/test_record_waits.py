@@ -58,7 +58,11 @@ def test_reads_recorded_together_keep_their_own_times(tmp_path: Path) -> None:
     import time
 
     logs = SessionLogs(tmp_path / "logs", "sim", (80, 24), Redactor({}))
-    reads = [b"first redraw \xe2\x94\x80\r\n", b"second \xe2\x94", b"\x80 third\r\n"]  # a character cut by a read
+    reads = [
+        b"first redraw \xe2\x94\x80\r\n",
+        b"second \xe2\x94",
+        b"\x80 third\r\n",
+    ]  # a character cut by a read
     for data in reads:
         logs.output(data)
         time.sleep(0.03)
