@@ -62,6 +62,8 @@ def _known_schemes() -> set[str]:
 
 def check_urls(urls: Sequence[str]) -> list[str]:
     """The URLs apprise can use; one line naming the first it cannot (its scheme) otherwise."""
+    if not urls:  # nothing to check: apprise (0.1 s to import) is not loaded at start-up
+        return []
     import apprise
 
     quiet = logging.getLogger("apprise")

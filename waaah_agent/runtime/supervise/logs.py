@@ -37,11 +37,14 @@ HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 256 * 1024
 WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
 BATCH = 64 * 1024  # output recorded together at most ...
-# ... and for at most this long after its first read (then with the next read or the flush). Each
-# read keeps its own time in the .cast; the native passes run once per batch. A TUI waiting on a
-# tool redraws ~20 times a second, and each record made alone met cold caches (~0.4 ms a read,
-# ~1 % of a core all night); together they cost that ~4 times a second.
-BATCH_FOR = 0.25
+BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
+# A TUI waiting on a tool redraws its live area ~20 times a second; each record made alone met
+# cold caches (the native passes cost 5-10x what they cost warm: ~0.4 ms a redraw, ~1 % of a
+# core all night). Redraws that only repeat the last one are recorded together for this long,
+# each read with its own time in the .cast; other output keeps the short batch (the loop does
+# the recording between two reads: a long batch would hold the next read up).
+REPEATS_FOR = 0.25
+GRAIN = 0.01  # reads of one batch closer in time than this share a .cast event
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 
 
@@ -80,6 +83,7 @@ class SessionLogs:
         self._waiting_size = 0
         self._batch: list[bytes] = []  # reads not recorded yet (see _batched) ...
         self._stamps: list[float] = []  # ... and when each came
+        self._repeats = False  # every read of the batch only repeats the last redraw
         self._batch_size = 0
         self._batch_at = 0.0
         self.recent: deque[str] = deque(maxlen=40)  # the clean tail kept in session.json
@@ -105,9 +109,10 @@ class SessionLogs:
         self._cast = RollingFile(self.cast_path, max_bytes, cast_header, on_roll=self.parts.rolled)
         prune(folder, agent, keep, live_logs(folder.parent / "sessions"))
 
-    def output(self, data: bytes, seq: int = 0) -> None:
+    def output(self, data: bytes, seq: int = 0, repeat: bool = False) -> None:
         """Record agent output (called on the relay path, after the terminal got it: cheap,
-        buffered). ``seq``: its number among the outputs the screen model was given."""
+        buffered). ``seq``: its number among the outputs the screen model was given; ``repeat``:
+        it only draws the last redraw again (a TUI waiting on a tool)."""
         now = time.monotonic()
         if self._waiting is not None:
             self._waiting.append((now, data, seq))
@@ -115,16 +120,17 @@ class SessionLogs:
             if self._waiting_size > WAIT_AT_MOST:
                 self.screen_read()
             return
-        self._batched(now, data)
+        self._batched(now, data, repeat)
 
-    def _batched(self, now: float, data: bytes) -> None:
-        """Reads that follow each other within BATCH_FOR are recorded together (one .cast event
-        stamped with the first one's time): the work per record, paid once per read under a
-        flood of 4-16 KB reads, is paid once per BATCH."""
-        if self._batch and now - self._batch_at > BATCH_FOR:
+    def _batched(self, now: float, data: bytes, repeat: bool = False) -> None:
+        """Reads that follow each other within BATCH_FOR (redraws that repeat: REPEATS_FOR) are
+        recorded together: the work per record, paid once per read under a flood of 4-16 KB
+        reads, is paid once per BATCH."""
+        self._repeats = self._repeats and repeat
+        if self._batch and now - self._batch_at > (REPEATS_FOR if self._repeats else BATCH_FOR):
             self._record_batch()
         if not self._batch:
-            self._batch_at = now
+            self._batch_at, self._repeats = now, repeat
         self._batch.append(data)
         self._stamps.append(now)
         self._batch_size += len(data)
@@ -138,10 +144,11 @@ class SessionLogs:
             if len(batch) == 1:
                 self._record(stamps[0], batch[0])
                 return
-            marks, at = [], 0  # where each read after the first begins, and when it came
+            marks, at, last = [], 0, stamps[0]  # where a read after a pause begins, and when
             for data, when in zip(batch, stamps, strict=True):
-                if at:
+                if at and when - last >= GRAIN:
                     marks.append((at, when))
+                last = when
                 at += len(data)
             self._record(stamps[0], b"".join(batch), marks)
 

@@ -254,7 +254,7 @@ class Supervisor:
         now = self.clock()
         if (update := self.feed.add(data, now)) is not None:  # a repeated redraw wakes nothing
             self.timers.set_min(Timer.SCREEN, update)
-        self.logs.output(data, self.feed.seq)
+        self.logs.output(data, self.feed.seq, repeat=update is None)
         if self.answers is not None and (reply := self.answers.feed(data)):
             self.child.queue(reply)
         self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
