@@ -19,15 +19,14 @@ import selectors
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 
 from waaah_agent.core.supervise import events as ev
-from waaah_agent.core.supervise.detect import ScreenRules, read
+from waaah_agent.core.supervise.detect import read
 from waaah_agent.core.supervise.machine import Machine
 from waaah_agent.core.supervise.termanswers import TerminalAnswers
 from waaah_agent.runtime.store import SessionDir, SessionState
+from waaah_agent.runtime.supervise import waiting
 from waaah_agent.runtime.supervise.background import Mailbox
 from waaah_agent.runtime.supervise.child import AgentProcess
 from waaah_agent.runtime.supervise.inbox import Inbox
@@ -37,37 +36,10 @@ from waaah_agent.runtime.supervise.reports import Reports
 from waaah_agent.runtime.supervise.screenfeed import SCREEN_DELAY, ScreenFeed
 from waaah_agent.runtime.supervise.signals import STOP_SIGNALS, signal_pipe
 from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
-from waaah_agent.runtime.supervise.waiting import Interest, Timers
+from waaah_agent.runtime.supervise.waiting import Interest, LoopConfig, Timer, Timers, local_now
 
 TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
 RELAY_READS = 16  # PTY reads per wake-up at most, before the loop looks at everything else
-FLUSH_EVERY = 1.0
-REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
-REAP_FOR = 2.0  # ... this long, then SIGKILL
-REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
-
-
-class Timer(Enum):
-    """The loop's own deadlines (the machine keeps its own: ``Machine.next_due``)."""
-
-    SCREEN = "screen"  # bring the screen model up to date and show it to the machine
-    FLUSH = "flush"  # flush the logs a second after output
-    REAP = "reap"  # the PTY closed: is the exit status there yet?
-    TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
-    REPAINT = "repaint"  # give the agent its size back: it repaints what the menu covered
-
-
-@dataclass
-class LoopConfig:
-    rules: ScreenRules
-    interactive: bool
-    # The CLI waits for a terminal's answers to its queries: with no terminal attached, the
-    # loop gives them (core/termanswers.py); on a terminal they come from it through the relay.
-    answer_queries: bool = False
-
-
-def local_now() -> datetime:
-    return datetime.now().astimezone()
 
 
 class Supervisor:
@@ -257,7 +229,7 @@ class Supervisor:
         self.logs.output(data, self.feed.seq, repeat=update is None)
         if self.answers is not None and (reply := self.answers.feed(data)):
             self.child.queue(reply)
-        self.timers.set_min(Timer.FLUSH, now + FLUSH_EVERY)  # a quiet agent: no timer
+        self.timers.set_min(Timer.FLUSH, now + waiting.FLUSH_EVERY)  # a quiet agent: no timer
 
     def _update_screen(self) -> None:
         view, again = self.feed.update(self._keys_waiting)
@@ -279,7 +251,7 @@ class Supervisor:
     def _flush(self) -> None:
         self.logs.flush()
         if self.logs.skipping:  # its note on output left out of the text log is due later
-            self.timers.set(Timer.FLUSH, self.clock() + FLUSH_EVERY)
+            self.timers.set(Timer.FLUSH, self.clock() + waiting.FLUSH_EVERY)
 
     # -- the user's terminal -----------------------------------------------------------------
     def _keys_waiting(self) -> bool:
@@ -346,7 +318,7 @@ class Supervisor:
         if not show:
             cols, rows = self.size
             self.child.set_size(cols, max(1, rows - 1))
-            self.timers.set(Timer.REPAINT, self.clock() + REPAINT_AFTER)
+            self.timers.set(Timer.REPAINT, self.clock() + waiting.REPAINT_AFTER)
 
     def _repaint(self) -> None:
         self.child.set_size(*self.size)
@@ -405,7 +377,7 @@ class Supervisor:
         """The agent exited (or closed its terminal): drain its last output, then reap it."""
         if self.reap_until is not None:
             return
-        self.reap_until = self.clock() + REAP_FOR
+        self.reap_until = self.clock() + waiting.REAP_FOR
         while data := self.child.read():
             self._relay(data)
         self._reap()
@@ -419,7 +391,7 @@ class Supervisor:
         assert self.reap_until is not None
         if self.child.alive():
             if self.clock() < self.reap_until:
-                self.timers.set(Timer.REAP, self.clock() + REAP_EVERY)
+                self.timers.set(Timer.REAP, self.clock() + waiting.REAP_EVERY)
                 return
             self.child.signal_group(signal.SIGKILL)
         status = self.child.status() if not self.child.alive() else None

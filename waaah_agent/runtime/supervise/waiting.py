@@ -1,4 +1,4 @@
-"""The loop's bookkeeping: what its selector waits for on each fd, and its deadlines."""
+"""The loop's settings and bookkeeping: what its selector waits for on each fd, and its deadlines."""
 
 from __future__ import annotations
 
@@ -7,11 +7,44 @@ import select
 import selectors
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
 from typing import Generic, TypeVar
+
+from waaah_agent.adapters.base import ScreenRules
 
 K = TypeVar("K", bound=Hashable)
 _READ_FLAGS = select.POLLIN  # what the selectors module counts as "ready to read" ...
 _WRITE_FLAGS = select.POLLOUT  # ... and "ready to write" (anything else: both)
+
+
+FLUSH_EVERY = 1.0
+REAP_EVERY = 0.02  # the PTY closed: look for the exit status this often ...
+REAP_FOR = 2.0  # ... this long, then SIGKILL
+REPAINT_AFTER = 0.05  # the menu closed: the agent sees one row less for this long, then its size
+
+
+class Timer(Enum):
+    """The loop's own deadlines (the machine keeps its own: ``Machine.next_due``)."""
+
+    SCREEN = "screen"  # bring the screen model up to date and show it to the machine
+    FLUSH = "flush"  # flush the logs a second after output
+    REAP = "reap"  # the PTY closed: is the exit status there yet?
+    TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
+    REPAINT = "repaint"  # give the agent its size back: it repaints what the menu covered
+
+
+@dataclass
+class LoopConfig:
+    rules: ScreenRules
+    interactive: bool
+    # The CLI waits for a terminal's answers to its queries: with no terminal attached, the
+    # loop gives them (core/termanswers.py); on a terminal they come from it through the relay.
+    answer_queries: bool = False
+
+
+def local_now() -> datetime:
+    return datetime.now().astimezone()
 
 
 @dataclass

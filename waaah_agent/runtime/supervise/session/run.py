@@ -36,13 +36,14 @@ from waaah_agent.runtime.supervise.background import Mailbox, ServerWatch
 from waaah_agent.runtime.supervise.child import AgentProcess
 from waaah_agent.runtime.supervise.inbox import Inbox
 from waaah_agent.runtime.supervise.logs import SessionLogs
-from waaah_agent.runtime.supervise.loop import LoopConfig, Supervisor
+from waaah_agent.runtime.supervise.loop import Supervisor
 from waaah_agent.runtime.supervise.session.ending import (
     Console,
     tokens_line,
 )
 from waaah_agent.runtime.supervise.session.options import AgentOptions
 from waaah_agent.runtime.supervise.transcripts import CompactionWatch, holds_prompt, usage_of
+from waaah_agent.runtime.supervise.waiting import LoopConfig
 from waaah_agent.runtime.workspace import Workflow
 
 #: How often the CLI's own files are read for its reset while a usage limit is waited out.
