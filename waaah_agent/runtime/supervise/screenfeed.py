@@ -84,14 +84,18 @@ class ScreenFeed:
             # The model is far behind: bound memory, and start afresh from the recent past.
             # The update in progress is stale now, and so would the next be before it ends,
             # as long as the flood lasts: pyte keeps a token share until the output pauses.
-            del self.backlog[:-SCREEN_BACKLOG]
-            self.screen.reset()
+            self._start_afresh()
             self.todo, self.done = b"", 0
-            self.flooded = True
-            self.frames.forget()
-            self.marks.clear()  # no screen of theirs is left to read (the record's wait is bounded)
-            self._ends.clear()
         return self.when(now + SCREEN_DELAY)
+
+    def _start_afresh(self) -> None:
+        """Keep only the backlog's recent past and rebuild the screen from it (a flood)."""
+        del self.backlog[:-SCREEN_BACKLOG]
+        self.screen.reset()
+        self.frames.forget()
+        self.flooded = True
+        self.marks.clear()  # no screen of theirs is left to read (the record's wait is bounded)
+        self._ends.clear()
 
     def when(self, at: float) -> float:
         """The earliest time an update asked for at ``at`` may run."""
@@ -115,12 +119,7 @@ class ScreenFeed:
             if len(self.backlog) > SCREEN_BACKLOG:
                 # A flood or a huge dump: the screen model only needs the recent past, and until
                 # the output pauses it keeps the flood's share (what it reads is stale at once).
-                del self.backlog[:-SCREEN_BACKLOG]
-                self.screen.reset()
-                self.frames.forget()
-                self.flooded = True
-                self.marks.clear()
-                self._ends.clear()
+                self._start_afresh()
             self._take()
             if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
                 self.todo = b""
