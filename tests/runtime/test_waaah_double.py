@@ -102,6 +102,9 @@ def test_a_dead_clients_wait_takes_the_task_then_it_is_requeued_and_reserved_wit
         assert server.agent_status(AGENT) == "WAITING"  # the dead wait is still registered
         task_id = server.enqueue("Lost to a dead wait", task_id="t-lost")
         assert server.task(task_id)["status"] == "PENDING_ACK" and messages(server, task_id) == [RESERVED]
+        # The dead wait was answered (the task pushed to it) and is gone before the live one
+        # starts: its end would otherwise unflag the live wait on a slow machine.
+        server.wait_for_call("wait_for_prompt", finished=True)
         # A live wait: the task is PENDING_ACK, so it is not taken. Once its ACK is overdue the
         # scheduler requeues it and reserves it for the waiting agent, without a push.
         thread, out = wait_in_thread(server.url, 3)
