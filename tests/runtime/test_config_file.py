@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.runtime.helpers import WAAAH, retry_until, session_dirs, sim_env, state
+from tests.runtime.helpers import WAAAH, retry_until, session_dirs, sim_env, state, state_or_none
 
 
 def config_at(home: Path, text: str) -> Path:
@@ -41,9 +41,8 @@ def test_the_config_sets_defaults_and_a_flag_or_variable_wins(workspace, fake_ho
         cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        retry_until(
-            lambda: session_dirs(workspace) and state(workspace).get("options", {}).get("max_tokens"), 20
-        )
+        # session.json comes a moment after the session's folder
+        retry_until(lambda: ((state_or_none(workspace) or {}).get("options") or {}).get("max_tokens"), 20)
         options = state(workspace)["options"]
         assert (options["heartbeat"], options["stall_timeout"], options["max_tokens"]) == (
             200.0,

@@ -36,7 +36,9 @@ from waaah_agent.runtime.supervise.parts import DEFAULT_BUDGET, Compressor
 HIDDEN = "[input hidden]"
 CLEAN_PER_SECOND = 256 * 1024
 WAIT_AT_MOST = 4 * 1024 * 1024  # output held for a screen reading (a flood outruns the screen model)
-BATCH = 64 * 1024  # output recorded together at most ...
+# output recorded together at most (under a flood, 256 KB records cost ~10 % less CPU than 64 KB
+# ones, and the relay ~10 % more throughput: each record starts with cold caches) ...
+BATCH = 256 * 1024
 BATCH_FOR = 0.01  # ... and for at most this long after its first read (then with the next read or flush)
 # A TUI waiting on a tool redraws its live area ~20 times a second; each record made alone met
 # cold caches (the native passes cost 5-10x what they cost warm: ~0.4 ms a redraw, ~1 % of a

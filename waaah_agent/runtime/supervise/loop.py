@@ -35,10 +35,9 @@ from waaah_agent.runtime.supervise.overlay import MIN_COLS, MIN_ROWS, Overlay
 from waaah_agent.runtime.supervise.reports import Reports
 from waaah_agent.runtime.supervise.screenfeed import SCREEN_DELAY, ScreenFeed
 from waaah_agent.runtime.supervise.signals import STOP_SIGNALS, signal_pipe
-from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, TerminalOut, terminal_size
+from waaah_agent.runtime.supervise.terminal import DEFAULT_SIZE, HIGH_WATER, TerminalOut, terminal_size
 from waaah_agent.runtime.supervise.waiting import Interest, LoopConfig, Timer, Timers, local_now
 
-TERMINAL_HIGH_WATER = 1024 * 1024  # stop reading the agent while this much waits for the terminal
 RELAY_READS = 16  # PTY reads per wake-up at most, before the loop looks at everything else
 
 
@@ -104,6 +103,8 @@ class Supervisor:
                 interest.want(wake_r, selectors.EVENT_READ, self._on_signal)
                 if self.cfg.interactive:
                     interest.want(self.stdin_fd, selectors.EVENT_READ, self._on_stdin)
+                if self.term is not None:  # its writer's news: drained, or the terminal gone
+                    interest.want(self.term.wake_fd, selectors.EVENT_READ, self._on_terminal)
                 if self.reports is not None:
                     interest.want(self.reports.mailbox.read_fd, selectors.EVENT_READ, self.reports.on_mail)
                 self.tell(ev.Began())
@@ -131,11 +132,9 @@ class Supervisor:
         term = self.term
         if self.reap_until is None:  # once the PTY closed it would read as ready forever
             pty_events = selectors.EVENT_WRITE if self.child.wants_write else 0
-            if term is None or term.pending < TERMINAL_HIGH_WATER:
+            if term is None or term.pending < HIGH_WATER:
                 pty_events |= selectors.EVENT_READ
             interest.want(self.child.fd, pty_events, self._on_pty)
-        if term is not None:
-            interest.want(term.fd, selectors.EVENT_WRITE if term.pending else 0, self._on_terminal)
         due = self.machine.next_due()
         timers = self.timers.due
         if timers:
@@ -206,7 +205,7 @@ class Supervisor:
         if mask & selectors.EVENT_READ:
             # A PTY hands out at most 4 KiB per read. What it has ready is read in the same
             # wake-up (up to RELAY_READS reads) and goes to the terminal and the logs in one go.
-            room = TERMINAL_HIGH_WATER - (self.term.pending if self.term else 0)
+            room = HIGH_WATER - (self.term.pending if self.term else 0)
             data, batch, size = self.child.read(), [], 0
             while data:
                 batch.append(data)
@@ -304,7 +303,7 @@ class Supervisor:
         term, self.term = self.term, None  # nowhere left to show the agent's screen
         if term is not None:
             if self.interest is not None:
-                self.interest.want(term.fd, 0, self._on_terminal)
+                self.interest.want(term.wake_fd, 0, self._on_terminal)
             term.close()
         self.tell(ev.StopAsked(ev.StopReason.TERMINAL_CLOSED, "the terminal went away"))
 
