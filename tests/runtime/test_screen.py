@@ -359,3 +359,23 @@ def test_a_held_title_stays_over_the_agent_s_own_until_released():
     count = len(written)
     out.agent_titled("◇  Ready (ws)")
     assert len(written) == count  # nothing of ours over it now
+
+
+@pytest.mark.parametrize(
+    ("reads", "alt"),
+    [
+        ([b"\x1b[?1049h\x1b[2Jframe"], True),
+        ([b"\x1b[?1049h frame", b"\x1b[?1049l back"], False),
+        ([b"frame \x1b[?10", b"49h more"], True),  # the sequence cut in two by the reads
+        ([b"frame \x1b[?1049", b"h"], True),  # only its last letter in the next read
+        ([b"\x1b[?1049h", b"plain text, no question marks " * 4000], True),  # a flood changes nothing
+        ([b"what? \x1b[?25l \x1b[?1049h why?"], True),
+        ([b"\x1b[?1049h \x1b[?1049l \x1b[?1049h"], True),  # the last one wins
+        ([b"\x1b[?1049x"], False),  # not a switch
+    ],
+)
+def test_the_agent_s_switch_to_the_alternate_screen_is_followed(reads, alt):
+    out = Overlay(lambda data: None, (80, 24))
+    for data in reads:
+        out.relayed(data)
+    assert out.alt_screen is alt
