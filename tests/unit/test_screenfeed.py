@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.unit.test_redraws import reads
 from waaah_agent.core.supervise.screen import Screen
-from waaah_agent.runtime.supervise.screenfeed import SCREEN_PIECE, ScreenFeed
+from waaah_agent.runtime.supervise.screenfeed import SCREEN_BACKLOG, SCREEN_PIECE, ScreenFeed
 
 
 class Clock:
@@ -133,3 +133,21 @@ def test_a_key_waiting_for_its_screen_is_owed_no_pause():
     done_before = feed.done
     feed.update()
     assert feed.done > done_before  # no pause: the work went on at once
+
+
+def test_a_flood_keeps_exactly_the_recent_past_of_the_backlog():
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock, work_clock=lambda: 0.0)
+    sent = bytearray()
+    n = 0
+    while len(sent) <= 5 * SCREEN_BACKLOG:  # reads of uneven sizes, each told apart
+        data = b"".join(b"[%d:%d]" % (n, i) for i in range(n % 700 + 1))
+        feed.add(data, clock.now)
+        sent += data
+        n += 1
+    assert feed.flooded and SCREEN_BACKLOG <= feed.backlog_size <= SCREEN_BACKLOG * 4
+    kept = b"".join(data for _, data in feed.backlog)
+    assert len(kept) == feed.backlog_size and bytes(sent).endswith(kept)
+    clock.now += 1.0
+    feed._take()
+    assert feed.backlog_size == 0 and not feed.backlog and bytes(sent).endswith(feed.todo)
