@@ -161,17 +161,14 @@ class TerminalOut:
         with self._cond:
             while not self._queue and not self._closed:
                 self._cond.wait()
-            if not self._queue:
-                return None
-            piece = self._queue.popleft()
-            if self._queue and len(piece) < WRITE_AT_MOST:  # one syscall for many pieces
-                parts = [piece]
-                size = len(piece)
-                while self._queue and size < WRITE_AT_MOST:
-                    parts.append(self._queue.popleft())
-                    size += len(parts[-1])
-                piece = b"".join(parts)
-            return piece
+            parts: list[bytes | memoryview] = []
+            size = 0
+            while self._queue and (not parts or size < WRITE_AT_MOST):  # one syscall for many
+                parts.append(self._queue.popleft())
+                size += len(parts[-1])
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _taken(self, n: int) -> None:
         with self._cond:
