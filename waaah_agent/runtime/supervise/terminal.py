@@ -127,10 +127,13 @@ class TerminalOut:
 
     def flush(self) -> None:
         """Take the writer's news (the wake pipe). Raises OSError once the terminal is gone."""
-        with contextlib.suppress(OSError):
-            os.read(self._wake_r, 4096)
+        self._read_news()
         if self._error is not None:
             raise self._error
+
+    def _read_news(self) -> None:
+        with contextlib.suppress(OSError):  # nothing there (non-blocking): no news
+            os.read(self._wake_r, 4096)
 
     def _writer(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # the loop's to handle
@@ -203,8 +206,7 @@ class TerminalOut:
             if wake_fd in ready and stop_signal_in(os.read(wake_fd, 512)):
                 return
             if self._wake_r in ready:
-                with contextlib.suppress(OSError):
-                    os.read(self._wake_r, 4096)
+                self._read_news()
             now = time.monotonic()
             if self.pending < before:
                 give_up = now + stalled_after
