@@ -55,3 +55,35 @@ def test_only_a_redraw_that_changes_nothing_but_ticking_glyphs_is_a_repeat():
     lines.saw(b"the same line\r\n")
     assert not lines.repeats(b"the same line\r\n")
     assert ticking_removed("✓ done │".encode()) == "✓ done │".encode()  # a finished tool's mark stays
+
+
+def test_the_native_removal_of_ticking_glyphs_is_python_s_on_every_frame_and_on_noise():
+    from random import Random
+
+    from waaah_agent.core.secretscan import PatternRemover, native_available
+    from waaah_agent.core.supervise.redraws import GLYPHS
+
+    native, python = PatternRemover(GLYPHS), PatternRemover(GLYPHS, native=False)
+    for data in reads():
+        assert native.removed(data) == python.removed(data)
+    # Glyph bytes cut, doubled and mixed (invalid UTF-8 included): never a match the other lacks.
+    pieces = [
+        b"\xe2",
+        b"\xa0",
+        b"\x80",
+        b"\xc2",
+        b"\xb7",
+        b"\x9c",
+        b"\xa6",
+        b"\x97",
+        b"\x90",
+        b"\x8a",
+        b"\xb6",
+        b"a",
+    ]
+    rnd = Random(26)
+    for _ in range(5000):
+        data = b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(40)))
+        assert native.removed(data) == python.removed(data), data
+    assert native.removed("⠼ a ⊶ b · c ◓".encode()) == b" a  b  c "
+    assert native_available() == (native._db is not None)

@@ -139,6 +139,35 @@ class PatternSet:
         return found
 
 
+class PatternRemover:
+    """``data`` without what ``pattern`` matches (patterns whose matches never overlap, such as
+    a set of literal characters), found in one native pass; Python's ``re.sub`` where the native
+    search is missing. On a frame of box drawing (hundreds of ``\xe2`` leads) the native pass is
+    ~6x faster than ``re.sub`` over an alternation that starts with ``\xe2``."""
+
+    def __init__(self, pattern: bytes, native: bool = True) -> None:
+        self._re = re.compile(pattern)
+        self._db: Any = None
+        if native and _hs is not None:
+            self._db = _hs.Database()
+            self._db.compile(expressions=[pattern], ids=[0], flags=[_hs.HS_FLAG_SOM_LEFTMOST])
+
+    def removed(self, data: bytes) -> bytes:
+        if self._db is None:
+            return self._re.sub(b"", data)
+        spans: list[Span] = []
+        self._db.scan(data, match_event_handler=lambda _id, start, end, *_: spans.append((start, end)))
+        if not spans:
+            return data
+        parts, at = [], 0
+        for start, end in spans:  # in the order of their ends; an overlap is cut from ``at`` on
+            if end > at:
+                parts.append(data[at : max(at, start)])
+                at = end
+        parts.append(data[at:])
+        return b"".join(parts)
+
+
 def _sequence_start(data: bytes, at: int) -> int:
     """``at``, or the start of the escape sequence that ``at`` falls inside (its bytes would
     otherwise read as text)."""
