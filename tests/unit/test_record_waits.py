@@ -88,3 +88,31 @@ def test_a_batch_a_mask_changed_is_one_event(tmp_path: Path) -> None:
     text = "".join(e[2] for e in out)
     assert len(out) == 1, out
     assert secret[:8] not in text and secret[-8:] not in text and "and more" in text
+
+
+def test_a_redraw_cut_in_two_by_the_reads_is_recorded_whole_and_its_lines_once(tmp_path: Path) -> None:
+    """gemini's waiting frames come now and then in two reads; when the second came more than
+    BATCH_FOR after the first, the batch ended with the first part, and the text log's cleaner
+    took that part and the next frames in full (each one's lines again)."""
+    import time
+
+    from tests.unit.test_redraws import reads
+
+    frames = [r for r in reads() if len(r) > 3000][:8]
+    logs = SessionLogs(tmp_path / "logs", "sim", (120, 40), Redactor({}))
+    cleaned: list[int] = []
+    clean = logs._cleaner.feed
+    logs._cleaner.feed = lambda data, now: (cleaned.append(len(data)), clean(data, now))[1]  # type: ignore[method-assign]
+    logs.output(frames[0], 1)
+    time.sleep(0.3)
+    logs.output(frames[1], 2, repeat=True)
+    time.sleep(0.3)  # the batch's window is over
+    logs.output(frames[2][:2057], 3)  # the feed does not call a part a repeat
+    time.sleep(0.03)  # its rest comes late
+    logs.output(frames[2][2057:], 4)
+    for n, frame in enumerate(frames[3:], start=5):
+        time.sleep(0.05)
+        logs.output(frame, n, repeat=True)
+    logs.close()
+    assert replay(logs.cast_path) == b"".join(frames)  # every byte, in order
+    assert cleaned == [len(frames[0])], cleaned  # the first frame's lines; the rest repeat it

@@ -87,3 +87,16 @@ def test_the_native_removal_of_ticking_glyphs_is_python_s_on_every_frame_and_on_
         assert native.removed(data) == python.removed(data), data
     assert native.removed("⠼ a ⊶ b · c ◓".encode()) == b" a  b  c "
     assert native_available() == (native._db is not None)
+
+
+def test_the_first_part_of_a_redraw_cut_by_the_reads_is_told_from_other_output():
+    frames = [r for r in reads() if len(r) > 3000]
+    seen = RepeatedFrames()
+    seen.saw(frames[0])
+    cut = frames[5][:2057]  # as gemini's frames come now and then
+    assert seen.begins(cut)
+    assert not seen.begins(frames[5])  # whole: a repeat, not a part
+    assert not seen.begins(frames[5] + cut)  # a whole frame first
+    assert not seen.begins(cut.replace(b"esc to cancel", b"esc to CANCEL"))  # not like the last
+    assert not seen.begins(b"plain output\r\n")
+    assert not RepeatedFrames().begins(cut)  # nothing remembered to compare with

@@ -151,3 +151,41 @@ def test_a_flood_keeps_exactly_the_recent_past_of_the_backlog():
     clock.now += 1.0
     feed._take()
     assert feed.backlog_size == 0 and not feed.backlog and bytes(sent).endswith(feed.todo)
+
+
+def test_a_redraw_cut_in_two_by_the_reads_waits_for_its_rest_even_when_the_machine_looks_between():
+    """gemini's frames come now and then as ~2 KB, then ~1.5 KB 10 ms later. A look at the screen
+    between the two (the machine's own timer) fed the first part to pyte, and the next frames
+    then had nothing to be compared with: ~30 KB of pyte (~0.1 s of CPU) for one cut frame."""
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock)
+    fed: list[int] = []
+    real_feed = feed.screen.feed
+    feed.screen.feed = lambda data: (fed.append(len(data)), real_feed(data))[1]  # type: ignore[method-assign]
+    frames = [r for r in reads() if len(r) > 3000][:12]
+    feed.add(frames[0], clock.now)
+    clock.now += 0.05
+    first = finish(feed, clock)
+    fed.clear()
+    for n, frame in enumerate(frames[1:]):
+        clock.now += 0.05
+        if n % 3:
+            assert feed.add(frame, clock.now) is None  # a whole repeat: nothing to do
+            continue
+        assert feed.frames.begins(frame[:2057]) and not feed.frames.begins(frame)
+        feed.add(frame[:2057], clock.now)
+        clock.now += 0.001
+        view, _ = feed.update()  # the machine's look, 1 ms after the first part
+        assert view is not None and view.lines == first.lines  # the screen as it was: the part waits
+        clock.now += 0.008
+        feed.add(frame[2057:], clock.now)
+        clock.now += 0.03
+        finish(feed, clock)
+    assert fed == [], fed  # every frame repeated: pyte took nothing
+    # A first part whose rest never comes is taken once the output was quiet for SCREEN_DELAY.
+    short = frames[1][:2057]
+    feed.add(short, clock.now)
+    assert feed.update()[0] is not None and not fed
+    clock.now += 0.031
+    finish(feed, clock)
+    assert sum(fed) == len(short) and not feed.unread

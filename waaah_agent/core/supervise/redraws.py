@@ -54,6 +54,20 @@ class RepeatedFrames:
         self.repeats_seen += 1
         return True
 
+    def begins(self, data: bytes) -> bool:
+        """``data`` is the first part of a redraw like the remembered one, its rest still to come:
+        a frame cut in two by the reads (gemini's ~3.5 KB frames come now and then as ~2 KB and
+        ~1.5 KB, 10 ms apart). Taken alone, that part is no repeat, and once processed it leaves
+        nothing to compare the next frames with: each model would take three frames or more in
+        full. Its caller holds it back a moment instead, until its rest came."""
+        last, head = self.last, self.head
+        if last is None or not data.startswith(head) or len(data) >= self.size - SIZE_SLACK:
+            return False
+        if data.find(head, len(head)) >= 0:  # a whole frame, then part of the next
+            return False
+        # The end of the part may cut a glyph in two (then not removed): that much is not compared.
+        return last.startswith(ticking_removed(data)[:-3])
+
     def saw(self, data: bytes) -> None:
         """``data`` was processed whole: remember its last redraw, if it ends with one."""
         self.last = None

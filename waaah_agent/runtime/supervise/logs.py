@@ -130,7 +130,19 @@ class SessionLogs:
         reads, is paid once per BATCH."""
         self._repeats = self._repeats and repeat
         if self._batch and now - self._batch_at > (REPEATS_FOR if self._repeats else BATCH_FOR):
-            self._record_batch()
+            held = self._batch[-1]
+            if not self._frames.begins(held):
+                self._record_batch()
+            else:  # a redraw cut in two by the reads, this read its rest maybe: recorded with it,
+                # so that the text log sees whole frames repeat (``RepeatedFrames.begins``)
+                held_at = self._stamps[-1]
+                if len(self._batch) > 1:
+                    self._batch.pop()
+                    self._stamps.pop()
+                    self._batch_size -= len(held)
+                    self._record_batch()
+                    self._batch, self._stamps, self._batch_size = [held], [held_at], len(held)
+                self._batch_at, self._repeats = held_at, repeat
         if not self._batch:
             self._batch_at, self._repeats = now, repeat
         self._batch.append(data)

@@ -161,12 +161,20 @@ class ScreenFeed:
         while self.marks and self.marks[0] <= self.read_seq:
             self.marks.popleft()
         upto = self.marks.popleft() if self.marks else self.seq
+        if upto == self.seq and self._held_back():
+            upto -= 1
         taken = []
         while self.backlog and self.backlog[0][0] <= upto:
             taken.append(self.backlog.popleft()[1])
         self.backlog_size -= sum(map(len, taken))
         self.todo, self.done = b"".join(taken), 0
         self._todo_seq = upto
+
+    def _held_back(self) -> bool:
+        """The newest output is the first part of a redraw like the last one, come just now: it
+        waits for its rest (at most SCREEN_DELAY), so that the whole frame is seen to repeat."""
+        seq, data = self.backlog[-1] if self.backlog else (0, b"")
+        return seq == self.seq and self.clock() - self.last_output < SCREEN_DELAY and self.frames.begins(data)
 
     @property
     def unread(self) -> bool:
