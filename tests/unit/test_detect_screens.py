@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from waaah_agent import adapters
+from waaah_agent.core.supervise import detect as reader_module
 from waaah_agent.core.supervise.detect import Evidence, detect, read
 from waaah_agent.core.supervise.screen import Screen
 
@@ -138,3 +139,78 @@ def test_codex_s_rate_limit_question_is_a_dialog_once_the_limit_was_waited_out()
     screen.feed((SCREENS / "codex-0.171.0" / "ratelimits.bin").read_bytes())
     rules = adapters.registry()["codex"].rules
     assert detect(rules, screen.view(), Evidence(limits=False))[0] == "dialog"
+
+
+STREAMS = SCREENS.parent / "streams"
+
+
+def _groups(stream: Path) -> list[bytes]:
+    """A recorded wait stream's reads as the screen model takes them (30 ms together)."""
+    import base64
+    import gzip
+    import json
+
+    groups: list[list[bytes]] = []
+    began = -1.0
+    for line in gzip.decompress(stream.read_bytes()).decode().splitlines()[1:]:
+        at, data = json.loads(line)
+        if not groups or at - began > 0.03:
+            groups.append([])
+            began = at
+        groups[-1].append(base64.b64decode(data))
+    return [b"".join(g) for g in groups]
+
+
+@pytest.mark.parametrize("stream", sorted(STREAMS.glob("*/wait-loop.jsonl.gz")), ids=lambda p: p.parent.name)
+def test_the_reader_that_reads_only_what_changed_reads_what_a_whole_reading_does(stream):
+    """Along each CLI's recorded wait (its spinner redrawn many times a second), then through
+    every screen recorded from it: the same reading at each step, and the rules run again only
+    on a region that changed."""
+    from waaah_agent.core.supervise.detect import ScreenReader
+
+    cli = stream.parent.name.split("-")[0]
+    rules = adapters.registry()[cli].rules
+    reader, screen = ScreenReader(rules), Screen(120, 40)
+    calls = 0
+    tall_facts = reader_module._tall_facts
+
+    def counted(*args):
+        nonlocal calls
+        calls += 1
+        return tall_facts(*args)
+
+    reader_module._tall_facts = counted
+    try:
+        steps = _groups(stream)
+        waiting_calls = 0
+        for data in steps:
+            screen.feed(data)
+            before = calls
+            got = reader.read(screen.view())
+            waiting_calls += calls - before
+            assert got == read(rules, screen.view())
+        for folder, state in CASES:
+            if folder.startswith(cli):
+                screen = Screen(120, 40)
+                screen.feed((SCREENS / folder / f"{state}.bin").read_bytes())
+                assert reader.read(screen.view()) == read(rules, screen.view()), state
+    finally:
+        reader_module._tall_facts = tall_facts
+    if cli == "codex":  # its lines stay as they were through most of its redraws
+        assert waiting_calls < len(steps) / 4, (waiting_calls, len(steps))
+
+
+def test_a_limit_banner_s_whole_line_is_the_one_on_screen_now():
+    from waaah_agent.core.supervise.detect import ScreenReader
+    from waaah_agent.core.supervise.screen import ScreenView
+
+    rules = adapters.registry()["codex"].rules
+    banner = "■ You've hit your usage limit. Try again in 2 hours."
+    rows = ["older output"] * 10 + [""] * 26 + [banner, "", "› ", ""]
+    reader = ScreenReader(rules)
+    first = ScreenView(lines=tuple(rows), title="", cursor_row=38)
+    rows[2] = "■ You've hit your usage limit. Try again in 5 hours."  # above the dialog rows
+    second = ScreenView(lines=tuple(rows), title="", cursor_row=38)
+    assert reader.read(first) == read(rules, first)
+    assert reader.read(second) == read(rules, second)
+    assert reader.read(second).limit is not None and "5 hours" in reader.read(second).limit

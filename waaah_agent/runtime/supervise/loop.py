@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from waaah_agent.core.supervise import events as ev
-from waaah_agent.core.supervise.detect import read
+from waaah_agent.core.supervise.detect import ScreenReader
 from waaah_agent.core.supervise.machine import Machine
 from waaah_agent.core.supervise.termanswers import TerminalAnswers
 from waaah_agent.runtime.store import SessionDir, SessionState
@@ -73,6 +73,7 @@ class Supervisor:
         self.size = (terminal_size(stdout_fd) if cfg.interactive else None) or DEFAULT_SIZE
         self.term = TerminalOut(stdout_fd) if cfg.interactive else None
         self.feed = ScreenFeed(*self.size, clock=clock)
+        self.reader = ScreenReader(cfg.rules)
         self.answers = TerminalAnswers(*self.size) if cfg.answer_queries and not cfg.interactive else None
         self.outcome: ev.Outcome | None = None
         self.reap_until: float | None = None  # set once the PTY closed: the child is going
@@ -238,7 +239,7 @@ class Supervisor:
         if view is not None:
             self.overlay.agent_titled(view.title)
             self._serve_keys()  # typed while the screen model worked: forwarded first ...
-            observed = read(self.cfg.rules, view)
+            observed = self.reader.read(view)
             self._serve_keys()  # ... and while the screen was read
             if self.outcome is not None:
                 return
