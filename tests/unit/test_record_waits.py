@@ -116,3 +116,36 @@ def test_a_redraw_cut_in_two_by_the_reads_is_recorded_whole_and_its_lines_once(t
     logs.close()
     assert replay(logs.cast_path) == b"".join(frames)  # every byte, in order
     assert cleaned == [len(frames[0])], cleaned  # the first frame's lines; the rest repeat it
+
+
+def test_a_spinner_s_small_reads_are_recorded_together_each_at_its_own_time(tmp_path: Path) -> None:
+    """codex and claude redraw a spinner line in reads of ~70 bytes, 10-30 a second, while they
+    wait on a tool: recorded one by one, each record's work (the native passes, the escaping,
+    the text log) was a large part of the CPU of the wait. Small reads wait together as repeated
+    redraws do; a flood's reads do not."""
+    import time
+
+    from waaah_agent.runtime.supervise.logs import TRICKLE
+
+    logs = SessionLogs(tmp_path / "logs", "sim", (120, 40), Redactor({}))
+    records: list[int] = []
+    record = logs._record
+    logs._record = lambda now, data, marks=None: (records.append(len(data)), record(now, data, marks))[1]  # type: ignore[method-assign]
+    ticks = [b"\x1b[9;1H\x1b[38;2;%d;1;1m\xe2\x80\xa2\x1b[39m\x1b[37;3H" % n for n in range(8)]
+    for tick in ticks:
+        logs.output(tick)
+        time.sleep(0.03)
+    big = b"x" * (TRICKLE + 1)
+    logs.output(big)
+    time.sleep(0.03)
+    logs.output(b"after the flood's read\r\n")
+    logs.close()
+    assert len(records) <= 4, records  # the ticks together (not 8 records) ...
+    assert len(big) in records  # ... and a big read on its own once the next came
+    events = [e for e in _events(logs.cast_path) if e[1] == "o"]
+    # each read its own event (the end of the last one may wait for the next read: a word there
+    # could be the start of a secret)
+    assert [e[2].encode() for e in events[: len(ticks) - 1]] == ticks[:-1]
+    times = [e[0] for e in events[: len(ticks)]]
+    assert all(b - a >= 0.02 for a, b in zip(times, times[1:], strict=False))  # each at its time
+    assert replay(logs.cast_path) == b"".join(ticks) + big + b"after the flood's read\r\n"

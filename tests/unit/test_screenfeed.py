@@ -189,3 +189,28 @@ def test_a_redraw_cut_in_two_by_the_reads_waits_for_its_rest_even_when_the_machi
     clock.now += 0.031
     finish(feed, clock)
     assert sum(fed) == len(short) and not feed.unread
+
+
+def test_while_the_agent_writes_the_screen_is_read_at_most_every_screen_every_but_at_once_for_keys():
+    """codex redraws its spinner ~30 times a second while it waits on a tool: each reading costs
+    rendering, the rules and the machine besides pyte, so readings come SCREEN_EVERY apart. A key
+    typed still gets its screen read after SCREEN_DELAY."""
+    from waaah_agent.runtime.supervise.screenfeed import SCREEN_DELAY, SCREEN_EVERY
+
+    clock = Clock()
+    feed = ScreenFeed(120, 40, clock=clock)
+    first = feed.add(b"\x1b[2J\x1b[H\x1b[9;1H\xe2\x80\xa2\x1b[37;3H", clock.now)
+    assert first == clock.now + SCREEN_DELAY  # the first output after a quiet time: soon
+    clock.now = first
+    finish(feed, clock)
+    read_at = clock.now
+    clock.now += 0.032
+    tick = feed.add(b"\x1b[34;1H\xe2\x80\xa2\x1b[37;3H", clock.now)
+    assert tick == read_at + SCREEN_EVERY  # a spinner's tick waits for its turn
+    feed.mark()  # a key typed on it
+    clock.now += 0.01
+    assert feed.add(b"x", clock.now) == clock.now + SCREEN_DELAY  # read for the key as before
+    view = finish(feed, clock)  # the screen the key was typed on ...
+    assert "•" in view.lines[33] and clock.now < read_at + SCREEN_EVERY
+    view = finish(feed, clock)  # ... then what came after it
+    assert view.lines[36].startswith("  x")

@@ -46,6 +46,9 @@ BATCH_FOR = 0.01  # ... and for at most this long after its first read (then wit
 # each read with its own time in the .cast; other output keeps the short batch (the loop does
 # the recording between two reads: a long batch would hold the next read up).
 REPEATS_FOR = 0.25
+# So are small reads, up to this much together (codex and claude redraw a spinner line in reads
+# of ~70 bytes, 10-30 a second, while they wait on a tool): such a record is little work.
+TRICKLE = 4096
 GRAIN = 0.01  # reads of one batch closer in time than this share a .cast event
 HEAD_LINES = 20  # the first lines of a run (a CLI that refuses its arguments says why first)
 
@@ -129,7 +132,8 @@ class SessionLogs:
         recorded together: the work per record, paid once per read under a flood of 4-16 KB
         reads, is paid once per BATCH."""
         self._repeats = self._repeats and repeat
-        if self._batch and now - self._batch_at > (REPEATS_FOR if self._repeats else BATCH_FOR):
+        slow = self._repeats or self._batch_size + len(data) <= TRICKLE
+        if self._batch and now - self._batch_at > (REPEATS_FOR if slow else BATCH_FOR):
             held = self._batch[-1]
             if not self._frames.begins(held):
                 self._record_batch()

@@ -23,6 +23,10 @@ from waaah_agent.core.supervise.redraws import RepeatedFrames
 from waaah_agent.core.supervise.screen import Screen, ScreenView
 
 SCREEN_DELAY = 0.03  # coalesce output bursts before updating the screen model
+# ... and read it at most this often while the agent writes (no key waiting for its screen): a
+# CLI waiting on a tool redraws its spinner ~30 times a second (codex), and each reading of the
+# screen costs ~0.4 ms besides pyte's work (rendering, the rules, the machine).
+SCREEN_EVERY = 0.1
 # Beyond this much unprocessed output, keep only the tail. Generous: TUIs redraw only what
 # changed, so a screen rebuilt from a short tail can stay wrong until the next full redraw.
 SCREEN_BACKLOG = 256 * 1024
@@ -52,6 +56,7 @@ class ScreenFeed:
         self.backlog: deque[tuple[int, bytes]] = deque()
         self.backlog_size = 0
         self.last_output = clock()
+        self.read_at = -SCREEN_EVERY  # when the last reading of the screen was finished
         self.not_before = 0.0  # the earliest next piece of pyte work (bounds pyte's share)
         self.todo = b""  # output taken from the backlog for the update in progress
         self.done = 0  # how much of it pyte has been fed
@@ -89,7 +94,14 @@ class ScreenFeed:
             # as long as the flood lasts: pyte keeps a token share until the output pauses.
             self._start_afresh()
             self.todo, self.done = b"", 0
-        return self.when(now + SCREEN_DELAY)
+        return self.when(self._next_reading(now))
+
+    def _next_reading(self, now: float) -> float:
+        """When output that came at ``now`` should be read: after SCREEN_DELAY, and SCREEN_EVERY
+        after the last reading (at once when keys wait for their screens)."""
+        if self.marks:
+            return now + SCREEN_DELAY
+        return max(now + SCREEN_DELAY, self.read_at + SCREEN_EVERY)
 
     def _start_afresh(self) -> None:
         """Keep only the backlog's recent past and rebuild the screen from it (a flood)."""
@@ -130,7 +142,7 @@ class ScreenFeed:
             self._take()
             if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
                 self.todo = b""
-                self.read_seq = self._todo_seq
+                self.read_seq, self.read_at = self._todo_seq, now
                 return self.screen.view(), None
         todo = self.todo
         while self.done < len(todo) or not self.screen.render(SCREEN_ROWS):
@@ -150,11 +162,12 @@ class ScreenFeed:
         self.read_seq = self._todo_seq
         view = self.screen.view()
         self._pace(self.work_clock() - started)
+        self.read_at = now = self.clock()
         # Output that came in while this update ran gets its own update (at once while keys
         # wait for their screens to be read).
         if not self.backlog:
             return view, None
-        return view, self.when(self.clock() + (0.0 if self.marks else SCREEN_DELAY))
+        return view, self.when(now if self.marks else self._next_reading(now))
 
     def _take(self) -> None:
         """The backlog, or its part up to the first point keys were typed at, as the next todo."""
