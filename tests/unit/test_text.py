@@ -18,6 +18,14 @@ def test_pyte_filter_drops_private_sequences_it_cannot_handle():
     assert for_pyte("\x1b[?2004h") == "\x1b[?2004h"  # modes pyte understands stay
 
 
+def test_pyte_is_not_given_colours_the_text_model_never_reads():
+    """Most of a spinner tick's bytes are colours (codex: `CSI 1m CSI 38;2;138;138;138;49m •
+    CSI 39m CSI 49m CSI 0m`), and pyte parses each sequence a character at a time in Python."""
+    tick = "\x1b[9;1H\x1b[1m\x1b[38;2;138;138;138;49m•\x1b[39m\x1b[49m\x1b[0m\x1b[37;3H"
+    assert for_pyte(tick) == "\x1b[9;1H•\x1b[37;3H"
+    assert for_pyte("a\x1b[mb\x1b[38:5:1mc") == "abc"
+
+
 def test_screen_survives_what_ink_tuis_emit_and_reads_the_title():
     s = Screen(40, 5)
     for chunk in [
@@ -86,8 +94,8 @@ def test_splitter_holds_an_unfinished_sequence_across_reads():
 
 
 def test_pyte_filter_drops_unfinished_and_oversized_sequences():
-    assert for_pyte("a\x1b]0;ti\x1b[1mb") == "a0;ti\x1b[1mb"  # pyte would eat up to the next BEL
+    assert for_pyte("a\x1b]0;ti\x1b[2Kb") == "a0;ti\x1b[2Kb"  # pyte would eat up to the next BEL
     assert for_pyte("a\x1b]0;title\x1b\\b") == "a\x1b]0;title\x1b\\b"
-    assert for_pyte("a\x1b[12\x1b[mb") == "a\x1b[mb"  # pyte would take the ESC as a final byte
+    assert for_pyte("a\x1b[12\x1b[Kb") == "a\x1b[Kb"  # pyte would take the ESC as a final byte
     assert for_pyte("a\x1b[" + "9" * 5000 + "mb") == "ab"
     assert for_pyte("a\x1b#8b\x9b2Jc\x9dd") == "ab2Jcd"

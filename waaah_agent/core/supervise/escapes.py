@@ -145,14 +145,16 @@ def _stand_in(held: str) -> str:
 
 
 def for_pyte(text: str) -> str:
-    """Remove the sequences pyte mishandles; keep everything else for the screen model."""
+    """Remove the sequences pyte mishandles, and colours; keep everything else for the screen
+    model."""
     if _PYTE_SPECIAL.search(text) is None:
         return text
     return _FOR_PYTE.sub(_pyte_safe, text)
 
 
 def _pyte_safe(match: re.Match[str]) -> str:
-    """Keep a CSI unless it is private in a way pyte 0.8.2 mishandles; keep finished OSCs.
+    """Keep a CSI unless it is private in a way pyte 0.8.2 mishandles, or sets colours and
+    styles (the screen is read as text); keep finished OSCs.
 
     `CSI ? ... m` raises TypeError inside pyte, `CSI > 4;?m` (xterm modifyOtherKeys query,
     sent by gemini 0.61) too, and `CSI < u` / `CSI > 1 u` (kitty keyboard protocol) confuse
@@ -165,7 +167,9 @@ def _pyte_safe(match: re.Match[str]) -> str:
     if kind != "[":
         return ""  # DCS, SOS, PM, APC (or their unfinished openers), DECALN, an 8-bit introducer
     params, final = match.group("params"), match.group("final")
-    if not final or len(params) > MAX_CSI_PARAMS:
+    if not final or final == "m" or len(params) > MAX_CSI_PARAMS:
+        # Colours and styles (SGR) too: the model is read as text only, and pyte parses a
+        # sequence a character at a time in Python (most of a spinner tick's bytes are colours).
         return ""
     private = [c for c in params if c in _PRIVATE]
     if not private:
