@@ -328,13 +328,20 @@ def measure_idle(setup: Setup, relay: str, failures: list[str]) -> Sample:
     return {"idle_cpu_pct": (cpu1 - cpu0) / (t1 - t0) * 100, "rss_idle_mb": rss}
 
 
-WAIT_STREAM = ROOT / "tests" / "fixtures" / "streams" / "gemini-0.61.0" / "wait-loop.jsonl.gz"
+STREAMS = ROOT / "tests" / "fixtures" / "streams"
+WAIT_STREAM = STREAMS / "gemini-0.61.0" / "wait-loop.jsonl.gz"
+# The other CLIs' waits (scripts/record_wait_stream.py --cli): claude and codex redraw a spinner
+# line in small reads (~0.7 and ~2 KB/s, 10 and 30 reads a second), each a change for pyte.
+OTHER_WAITS = {
+    "claude": STREAMS / "claude-2.1.332" / "wait-loop.jsonl.gz",
+    "codex": STREAMS / "codex-0.171.0" / "wait-loop.jsonl.gz",
+}
 
 
-def measure_waiting(setup: Setup, relay: str, failures: list[str]) -> Sample:
-    """CPU of the relay while the child replays gemini's recorded wait_for_prompt redraws (its live
-    area drawn again ~20 times a second, ~68 KB/s) for SILENT_S seconds (% of one core)."""
-    outer = setup.start(relay, "replay", SIM_REPLAY=str(WAIT_STREAM), SIM_SECONDS=str(SILENT_S))
+def measure_waiting(setup: Setup, relay: str, failures: list[str], stream: Path = WAIT_STREAM) -> Sample:
+    """CPU of the relay while the child replays a CLI's recorded wait_for_prompt redraws (gemini:
+    its live area drawn again ~20 times a second, ~68 KB/s) for SILENT_S seconds (% of one core)."""
+    outer = setup.start(relay, "replay", SIM_REPLAY=str(stream), SIM_SECONDS=str(SILENT_S))
     try:
         outer.expect(rb"START replay", 30)
         time.sleep(1.0)
@@ -614,6 +621,10 @@ def run_once(setup: Setup, results: Results) -> None:
         print(
             f"gemini waiting, {relay}: {results.once[relay]['waiting_cpu_pct']:.2f} % of a core", flush=True
         )
+        for cli, stream in OTHER_WAITS.items():
+            pct = measure_waiting(setup, relay, results.failures, stream)["waiting_cpu_pct"]
+            results.once[relay][f"waiting_cpu_pct_{cli}"] = pct
+            print(f"{cli} waiting, {relay}: {pct:.2f} % of a core", flush=True)
     for relay in ("script", "waaah"):
         big = measure_blast(setup, relay, results.failures, BIG_MB)
         results.once[relay] |= {
@@ -647,6 +658,8 @@ ROWS_SPEC: list[tuple[str, str, str]] = [
     ("idle_cpu_pct", f"idle CPU, {SILENT_S:.0f} s silent (% core)", "abs"),
     ("rss_idle_mb", "RSS when idle (MB)", "abs"),
     ("waiting_cpu_pct", f"CPU while gemini waits, {SILENT_S:.0f} s of its redraws (% core)", "abs"),
+    ("waiting_cpu_pct_claude", f"CPU while claude waits, {SILENT_S:.0f} s of its redraws (% core)", "abs"),
+    ("waiting_cpu_pct_codex", f"CPU while codex waits, {SILENT_S:.0f} s of its redraws (% core)", "abs"),
     ("big_mb_per_s", f"throughput, {BIG_MB:.0f} MB blast (MB/s)", "abs"),
     ("big_cpu_s_per_100mb", f"CPU s per 100 MB over {BIG_MB:.0f} MB", "abs"),
     ("rss_at_100mb", "RSS after 100 MB of the big blast (MB)", "abs"),
