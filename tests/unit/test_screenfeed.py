@@ -20,6 +20,14 @@ def scrolling(lines: int) -> bytes:
     return b"".join(b"line %d of a long answer, scrolling the screen\r\n" % n for n in range(lines))
 
 
+def fed_to_pyte(feed: ScreenFeed) -> list[int]:
+    """The sizes of what the screen model gives pyte from now on (the real model, watched)."""
+    fed: list[int] = []
+    real_feed = feed.screen.feed
+    feed.screen.feed = lambda data: (fed.append(len(data)), real_feed(data))[1]  # type: ignore[method-assign]
+    return fed
+
+
 def finish(feed: ScreenFeed, clock: Clock, keys_waiting=None):
     """Run updates until the view is there (the clock jumps to each asked-for time)."""
     for _ in range(100_000):
@@ -75,9 +83,7 @@ def test_a_look_with_nothing_new_keeps_the_redraw_to_compare_with():
     gemini's waiting redraws a new frame for pyte (3.5 KB, ~10 ms of CPU each time)."""
     clock = Clock()
     feed = ScreenFeed(120, 40, clock=clock)
-    fed: list[int] = []
-    real_feed = feed.screen.feed
-    feed.screen.feed = lambda data: (fed.append(len(data)), real_feed(data))[1]  # type: ignore[method-assign]
+    fed = fed_to_pyte(feed)
     recorded = [r for r in reads() if len(r) > 3000][:30]
     for n, frame in enumerate(recorded):
         clock.now += 0.05
@@ -159,9 +165,7 @@ def test_a_redraw_cut_in_two_by_the_reads_waits_for_its_rest_even_when_the_machi
     then had nothing to be compared with: ~30 KB of pyte (~0.1 s of CPU) for one cut frame."""
     clock = Clock()
     feed = ScreenFeed(120, 40, clock=clock)
-    fed: list[int] = []
-    real_feed = feed.screen.feed
-    feed.screen.feed = lambda data: (fed.append(len(data)), real_feed(data))[1]  # type: ignore[method-assign]
+    fed = fed_to_pyte(feed)
     frames = [r for r in reads() if len(r) > 3000][:12]
     feed.add(frames[0], clock.now)
     clock.now += 0.05
