@@ -120,10 +120,7 @@ class Reading:
 
 def read(rules: ScreenRules, view: ScreenView) -> Reading:
     """One pass of every rule over its region of ``view``."""
-    bottom, tall = region(rules, view), dialog_region(rules, view)
-    return _reading(
-        rules, view, _bottom_facts(rules, bottom), _tall_facts(rules, tall), fingerprint(view.text())
-    )
+    return ScreenReader(rules).read(view)
 
 
 _BottomFacts = tuple[bool, bool, bool]  # the busy marker, the input prompt, the prompt empty

@@ -136,19 +136,9 @@ class SessionLogs:
         self._repeats = self._repeats and repeat
         slow = self._repeats or self._batch_size + len(data) <= TRICKLE
         if self._batch and now - self._batch_at > (REPEATS_FOR if slow else BATCH_FOR):
-            held = self._batch[-1]
-            if not self._frames.begins(held):
-                self._record_batch()
-            else:  # a redraw cut in two by the reads, this read its rest maybe: recorded with it,
-                # so that the text log sees whole frames repeat (``RepeatedFrames.begins``)
-                held_at = self._stamps[-1]
-                if len(self._batch) > 1:
-                    self._batch.pop()
-                    self._stamps.pop()
-                    self._batch_size -= len(held)
-                    self._record_batch()
-                    self._batch, self._stamps, self._batch_size = [held], [held_at], len(held)
-                self._batch_at, self._repeats = held_at, repeat
+            # A redraw cut in two by the reads waits for its rest (this read, maybe), so that the
+            # text log sees whole frames repeat (``RepeatedFrames.begins``).
+            self._record_batch(keep_last=self._frames.begins(self._batch[-1]))
         if not self._batch:
             self._batch_at, self._repeats = now, repeat
         self._batch.append(data)
@@ -157,10 +147,16 @@ class SessionLogs:
         if self._batch_size >= BATCH:
             self._record_batch()
 
-    def _record_batch(self) -> None:
+    def _record_batch(self, keep_last: bool = False) -> None:
+        """Record the batch (``keep_last``: all but its last read, which starts the next batch)."""
         if self._batch:
             batch, stamps = self._batch, self._stamps
             self._batch, self._stamps, self._batch_size = [], [], 0
+            if keep_last:
+                self._batch, self._stamps = [batch.pop()], [stamps.pop()]
+                self._batch_at, self._batch_size = self._stamps[0], len(self._batch[0])
+                if not batch:
+                    return
             if len(batch) == 1:
                 self._record(stamps[0], batch[0])
                 return
