@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from waaah_agent.core.redact import Redactor
 from waaah_agent.core.secretscan import scanner
-from waaah_agent.core.supervise.castjson import FACTS, escaped, json_string
+from waaah_agent.core.supervise import castjson
+from waaah_agent.core.supervise.castjson import FACTS, escaped, json_string, replaced
 from waaah_agent.runtime.supervise.logfiles import char_boundary
 
 PIECES = [
@@ -45,11 +46,24 @@ def test_escaped_reads_back_exactly_and_stays_valid_utf8(pieces):
         assert json.loads(b'"' + body + b'"').encode("utf-8", "surrogateescape") == data
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES) | st.binary(max_size=8), max_size=12))
+def test_the_replace_path_reads_back_exactly_too(pieces):
+    """Where the package was built without a C compiler, the bytes.replace path escapes."""
+    whole = b"".join(pieces)
+    data = whole[: char_boundary(whole, len(whole))]
+    for facts in (facts_of(whole), None):
+        body = replaced(data, facts)
+        body.decode("utf-8")
+        assert json.loads(b'"' + body + b'"').encode("utf-8", "surrogateescape") == data
+
+
 def test_common_output_takes_the_replace_path_and_matches_orjson():
     data = '\x1b[1m✦ Reading\x1b[0m src/app.py\r\n\t"x" \\ \x07\x08'.encode()
     facts = facts_of(data)
     assert not {len(FACTS) - 2, len(FACTS) - 1} & facts  # no rare control, valid UTF-8
-    assert json.loads(b'"' + escaped(data, facts) + b'"') == json.loads(json_string(data))
+    assert replaced(data, facts) == json_string(data)[1:-1]
+    assert escaped(data, facts) == json_string(data)[1:-1]
 
 
 def test_invalid_utf8_is_seen_by_the_native_pass():
@@ -65,3 +79,26 @@ def test_a_mask_inside_a_non_ascii_secret_makes_the_record_spell_it_safely():
     assert b"[REDACTED]" in data
     body = escaped(data, facts)
     body.decode("utf-8")
+
+
+def test_without_the_native_escaping_the_record_is_the_same(monkeypatch):
+    """Installed without a C compiler: the native pass says what to escape and replace does it,
+    to the same bytes (a masked secret, every kind of piece, a cut character at the end)."""
+    from waaah_agent.core import redact
+
+    r = Redactor(["sécret-κey-0123456789", "AIzaSyBench-0123456789abcdefghijklmnopq"])
+    chunks = [b"".join(PIECES), "key AIzaSyBench-0123456789abcdefghijklmnopq ✓ ret-κey-0123\r\n".encode()]
+    chunks += [p * 3 for p in PIECES]
+
+    def bodies() -> list[bytes]:
+        out = []
+        for chunk in chunks:
+            data, facts = r.record(chunk)
+            out.append(escaped(data, facts))
+        return out
+
+    native = bodies()
+    monkeypatch.setattr(castjson, "_escape_utf8", None)
+    monkeypatch.setattr(redact, "NATIVE", False)
+    assert bodies() == native
+    assert any(b"[REDACTED]" in body for body in native)
