@@ -102,6 +102,16 @@ def test_the_pinned_clis_are_in_the_image(image, tmp_path):
         assert proc.returncode == 0 and out.decode().strip().startswith(pinned), (out, err)
 
 
+def test_the_record_is_escaped_in_native_code_in_the_image(image, tmp_path):
+    """The image was built with a compiler (its wheel stage) and carries none itself."""
+    root, config = image
+    probe = "from waaah_agent.core.supervise import castjson; print(castjson.NATIVE)"
+    proc = engine_run(root, volume(tmp_path), config, {}, ["python3", "-c", probe])
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.decode().strip() == "True", (out, err)
+    assert not (root / "usr" / "bin" / "gcc").exists()
+
+
 def test_the_entrypoint_runs_as_its_user_stops_on_sigterm_and_resumes_from_the_volume(image, tmp_path):
     root, config = image
     assert config["User"] == "10001:10001" and config["Cmd"] == ["waaah", "agent", "--resume-or-start"]
