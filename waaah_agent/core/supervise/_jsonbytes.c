@@ -68,8 +68,8 @@ static int reserve(PyObject **out, Py_ssize_t *room, Py_ssize_t used, Py_ssize_t
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t grown = *room + (*room >> 1);
-    if (grown < used + need || grown < *room) grown = used + need;
+    Py_ssize_t grown = *room <= PY_SSIZE_T_MAX / 3 * 2 ? *room + (*room >> 1) : used + need;
+    if (grown < used + need) grown = used + need;
     if (_PyBytes_Resize(out, grown) < 0) return -1;
     *room = grown;
     return 0;
@@ -81,6 +81,10 @@ static PyObject *escape_utf8(PyObject *module, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *s = (const unsigned char *)view.buf;
     const Py_ssize_t n = view.len;
+    if (n > PY_SSIZE_T_MAX / 2) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     /* Agent text needs ~10 % more for its escapes; grown as needed. */
     Py_ssize_t room = n + (n >> 3) + 16;
     PyObject *out = PyBytes_FromStringAndSize(NULL, room);
