@@ -34,8 +34,8 @@ test: venv lint clis clis-extra clis-old browser systemd-tools
 	$(PYTEST)
 
 lint: venv
-	$(BIN)/ruff check waaah_agent tests scripts
-	$(BIN)/ruff format --check waaah_agent tests scripts
+	$(BIN)/ruff check waaah_agent tests scripts setup.py
+	$(BIN)/ruff format --check waaah_agent tests scripts setup.py
 	$(BIN)/mypy waaah_agent
 
 unit: venv
