@@ -140,8 +140,8 @@ _RAW_INTRO_TAIL = re.compile(
 _INTRO_ENDS = frozenset(b" \t\r\n\x0b\x0c:=\"'")  # the last byte of what _RAW_INTRO_TAIL finds
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for
 # The native pass over the raw stream looks for the shapes too (each reports "run the exact
-# pattern"); a second one says what the .cast's JSON escaping needs to know (core/castjson.py):
-# hyperscan runs the two sets apart faster than together.
+# pattern"); where the escaping is not native, a second one says what the .cast's JSON escaping
+# needs to know (core/castjson.py): hyperscan runs the two sets apart faster than together.
 _RAW_PREFILTERS = tuple((p.encode(), PREFILTER) for _, p in _SHAPES) + (
     (_ASSIGN.replace(r"(?!\[REDACTED\])", "").encode(), PREFILTER),
 )

@@ -255,7 +255,7 @@ class SessionLogs:
         if held:
             data = self._cast_hold + data
         raw = data
-        data, facts = self._redact.record(data)  # one native pass: secrets, and what to escape
+        data, facts = self._redact.record(data)  # secrets masked (and, without the C build, what to escape)
         # A secret can straddle two reads: hold back a tail where one may have begun, and
         # never cut a character in two.
         cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
