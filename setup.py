@@ -1,6 +1,7 @@
-"""The one native piece of the package: the ``.cast``'s JSON escaping (see castjson.py).
+"""The package's two native pieces: the ``.cast``'s JSON escaping (see castjson.py) and what a
+terminal shows of a raw stream, for the known secrets' look through escapes (see secretscan.py).
 
-``optional``: without a C compiler the package installs as before and escapes in Python (the
+``optional``: without a C compiler the package installs as before and does both in Python (the
 same bytes, more CPU under a flood).
 """
 
@@ -13,6 +14,12 @@ setup(
             ["waaah_agent/core/supervise/_jsonbytes.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "waaah_agent.core._visible",
+            ["waaah_agent/core/_visible.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -102,13 +102,17 @@ def test_the_pinned_clis_are_in_the_image(image, tmp_path):
         assert proc.returncode == 0 and out.decode().strip().startswith(pinned), (out, err)
 
 
-def test_the_record_is_escaped_in_native_code_in_the_image(image, tmp_path):
-    """The image was built with a compiler (its wheel stage) and carries none itself."""
+def test_the_record_is_escaped_and_looked_through_in_native_code_in_the_image(image, tmp_path):
+    """The image was built with a compiler (its wheel stage) and carries none itself: both C
+    pieces are in it (the .cast's escaping, the separators removed for the secrets' look)."""
     root, config = image
-    probe = "from waaah_agent.core.supervise import castjson; print(castjson.NATIVE)"
+    probe = (
+        "from waaah_agent.core.supervise import castjson; from waaah_agent.core import secretscan; "
+        "print(castjson.NATIVE, secretscan.NATIVE_VISIBLE)"
+    )
     proc = engine_run(root, volume(tmp_path), config, {}, ["python3", "-c", probe])
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and out.decode().strip() == "True", (out, err)
+    assert proc.returncode == 0 and out.decode().strip() == "True True", (out, err)
     assert not (root / "usr" / "bin" / "gcc").exists()
 
 
