@@ -11,6 +11,9 @@ user's environment has. Each figure is the best of BENCH_PIECE_RUNS runs of proc
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import os
 import sys
 import tempfile
@@ -20,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from waaah_agent.core import secretscan  # noqa: E402
 from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
 from waaah_agent.core.supervise import castjson
 from waaah_agent.core.supervise.textlog import LineCleaner  # noqa: E402
@@ -29,6 +33,7 @@ from waaah_agent.runtime.supervise.logs import SessionLogs  # noqa: E402
 from waaah_agent.runtime.supervise.parts import COMPRESS_LEVEL, GZIP  # noqa: E402
 from waaah_agent.simulated_modes import AGENT_TEXT  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 MB = 1024 * 1024
 PIECE = int(os.environ.get("BENCH_PIECE_KB", "16")) * 1024
 RUNS = int(os.environ.get("BENCH_PIECE_RUNS", "3"))
@@ -44,6 +49,16 @@ def blast(total: int) -> list[bytes]:
         chunks.append(data[at:end])
         at = end
     return chunks
+
+
+def tui_frames(total: int) -> list[bytes]:
+    """claude's recorded wait (its spinner's frames) over and over, in batches of 256 KB (as the
+    record batches a flood)."""
+    path = ROOT / "tests" / "fixtures" / "streams" / "claude-2.1.332" / "wait-loop.jsonl.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()[1:]
+    frames = b"".join(base64.b64decode(json.loads(line)[1]) for line in lines)
+    data = (frames * (total // len(frames) + 1))[:total]
+    return [data[at : at + 256 * 1024] for at in range(0, len(data), 256 * 1024)]
 
 
 def best(work: Callable[[], object]) -> float:
@@ -112,6 +127,30 @@ def main() -> int:
             )
         )
         cast_only.close()
+    # A TUI's coloured frames (claude's recorded wait): an escape between most characters, so the
+    # look for a known secret spread through escapes runs on every chunk.
+    tui = tui_frames(20 * MB)
+    tui_redactor = Redactor(SECRETS)
+    per_tui = 100 * MB / sum(map(len, tui))
+    rows.append(
+        (
+            "a TUI's frames: the secrets' pass (Redactor.record), "
+            + ("separators removed in C" if secretscan.NATIVE_VISIBLE else "built without a C compiler"),
+            best(each(tui, tui_redactor.record)) * per_tui,
+        )
+    )
+    if secretscan.NATIVE_VISIBLE:
+        native_visible, native_text = secretscan._native_visible, secretscan._native_text
+        secretscan._native_visible = secretscan._native_text = None
+        try:
+            rows.append(
+                (
+                    "  without a C compiler: pairs looked for, separators removed in Python",
+                    best(each(tui, tui_redactor.record)) * per_tui,
+                )
+            )
+        finally:
+            secretscan._native_visible, secretscan._native_text = native_visible, native_text
     cleaner_mb = 4
     text = blast(cleaner_mb * MB)
     per_mb = best(lambda: [LineCleaner().feed(c, 0.0) for c in text]) / cleaner_mb

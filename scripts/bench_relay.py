@@ -275,9 +275,13 @@ def measure_keys(setup: Setup, relay: str, failures: list[str]) -> Sample:
     return {"key_p50": percentile(lat_ms, 50), "key_p99": percentile(lat_ms, 99)}
 
 
-def measure_blast(setup: Setup, relay: str, failures: list[str], mb: float = BLAST_MB) -> Sample:
-    """Throughput of a text blast at the outer PTY, and the relay's CPU and memory meanwhile."""
-    outer = setup.start(relay, "blast", SIM_MB=str(mb))
+def measure_blast(
+    setup: Setup, relay: str, failures: list[str], mb: float = BLAST_MB, recorded: Path | None = None
+) -> Sample:
+    """Throughput of a text blast at the outer PTY, and the relay's CPU and memory meanwhile
+    (``recorded``: a recorded stream's reads blasted instead of the agent-like text)."""
+    knobs = {"SIM_BLAST_FROM": str(recorded)} if recorded else {}
+    outer = setup.start(relay, "blast", SIM_MB=str(mb), **knobs)
     seen = 0
     rss: list[float] = []
     next_sample = 100 * MB
@@ -303,6 +307,7 @@ def measure_blast(setup: Setup, relay: str, failures: list[str], mb: float = BLA
     if not sent + newlines <= seen <= sent + newlines + 300:  # onlcr: each \n arrives as \r\n
         failures.append(f"{relay} blast: {seen} bytes arrived for {sent} sent ({newlines} newlines)")
     seconds = (ended_ns - started_ns) / 1e9
+    mb = sent / MB  # a recorded stream is sent in whole blocks: a little more than asked
     sample: Sample = {"mb_per_s": mb / seconds}
     if relay != "direct":
         sample["cpu_s_per_100mb"] = (cpu1 - cpu0) / mb * 100
@@ -336,6 +341,9 @@ OTHER_WAITS = {
     "claude": STREAMS / "claude-2.1.332" / "wait-loop.jsonl.gz",
     "codex": STREAMS / "codex-0.171.0" / "wait-loop.jsonl.gz",
 }
+# Blasted as fast as the terminal takes it, besides the agent-like text: a TUI's frames, where an
+# escape stands between most characters (the known secrets' look through escapes works hardest).
+TUI_STREAM = OTHER_WAITS["claude"]
 
 
 def measure_waiting(setup: Setup, relay: str, failures: list[str], stream: Path = WAIT_STREAM) -> Sample:
@@ -641,6 +649,17 @@ def run_once(setup: Setup, results: Results) -> None:
         )
     results.record = record_check(setup)
     print(f"the record of the last blast: {results.record}", flush=True)
+    for relay in ("script", "waaah"):  # a TUI's coloured frames: escapes between most characters
+        tui = measure_blast(setup, relay, results.failures, BLAST_MB, TUI_STREAM)
+        results.once[relay] |= {
+            "tui_mb_per_s": tui["mb_per_s"],
+            "tui_cpu_s_per_100mb": tui["cpu_s_per_100mb"],
+        }
+        print(
+            f"{BLAST_MB:.0f} MB of {TUI_STREAM.parent.name}'s frames through {relay}: "
+            f"{tui['mb_per_s']:.1f} MB/s, {tui['cpu_s_per_100mb']:.2f} CPU s per 100 MB",
+            flush=True,
+        )
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -665,6 +684,8 @@ ROWS_SPEC: list[tuple[str, str, str]] = [
     ("rss_at_100mb", "RSS after 100 MB of the big blast (MB)", "abs"),
     ("rss_after_big_mb", f"RSS after {BIG_MB:.0f} MB (MB)", "abs"),
     ("rss_peak_big_mb", f"peak RSS over {BIG_MB:.0f} MB (MB)", "abs"),
+    ("tui_mb_per_s", f"throughput, {BLAST_MB:.0f} MB of claude's frames (MB/s)", "abs"),
+    ("tui_cpu_s_per_100mb", "CPU s per 100 MB of claude's frames", "abs"),
 ]
 
 

@@ -4,7 +4,8 @@ SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the 
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
 ``latency`` writes SIM_LINES lines (default 2000), each carrying time.monotonic_ns() at
 write time, SIM_GAP_MS apart (default 0.5); ``blast`` writes SIM_MB megabytes (default 50)
-of agent-like text as fast as the terminal takes it, then a BLAST-END line; ``keys`` puts the
+of agent-like text (or, with SIM_BLAST_FROM, the reads of a recorded stream over and over: a
+TUI's coloured frames) as fast as the terminal takes it, then a BLAST-END line; ``keys`` puts the
 terminal in raw mode and answers each byte read with an ack line holding the receive time
 (``q`` ends it); ``silent`` prints nothing for SIM_SECONDS (default 20); ``replay`` writes a
 recorded stream (SIM_REPLAY: a ``wait-loop.jsonl.gz`` of scripts/record_wait_stream.py) at its
@@ -57,7 +58,13 @@ def _latency(fd: int) -> None:
 
 def _blast(fd: int) -> None:
     total = int(float(os.environ.get("SIM_MB", "50")) * 1024 * 1024)
-    block = AGENT_TEXT.encode() * (65536 // len(AGENT_TEXT.encode()))  # whole characters only
+    if recorded := os.environ.get("SIM_BLAST_FROM"):
+        text = b"".join(data for _, data in _recorded_reads(Path(recorded)))
+    else:
+        text = AGENT_TEXT.encode()
+    block = text * max(1, 65536 // len(text))  # whole characters (and reads) only
+    if recorded:  # whole blocks: a sequence cut open at the end would hold back BLAST-END
+        total = -(-total // len(block)) * len(block)
     sent = 0
     while sent < total:
         chunk = block[: total - sent]
@@ -84,10 +91,15 @@ def _keys(fd_in: int, fd_out: int) -> None:
             termios.tcsetattr(fd_in, termios.TCSANOW, saved)
 
 
+def _recorded_reads(path: Path) -> list[tuple[float, bytes]]:
+    """The reads of a ``wait-loop.jsonl.gz`` (scripts/record_wait_stream.py), with their times."""
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()[1:]
+    return [(float(t), base64.b64decode(b)) for t, b in map(json.loads, lines)]
+
+
 def _replay(fd: int, path: Path, seconds: float) -> None:
     """The recorded reads of ``path``, each at its time, the recording looped for ``seconds``."""
-    lines = gzip.decompress(path.read_bytes()).decode().splitlines()[1:]
-    reads = [(float(t), base64.b64decode(b)) for t, b in map(json.loads, lines)]
+    reads = _recorded_reads(path)
     length = reads[-1][0] + 0.05
     began = time.monotonic()
     for lap in range(int(seconds // length) + 1):
