@@ -159,6 +159,33 @@ class PatternSet:
         return found
 
 
+class MatchEnds:
+    """Every offset at which ``pattern`` ends a match in a chunk (each once, in order), in one
+    native pass. None where the native search is missing, or where there are more than
+    ``at_most`` (the caller then searches the whole chunk its own way)."""
+
+    def __init__(self, pattern: bytes, native: bool = True) -> None:
+        self._db: Any = None
+        if native and _hs is not None:
+            self._db = _hs.Database()
+            self._db.compile(expressions=[pattern], ids=[0], flags=[0])
+
+    def __call__(self, data: bytes, at_most: int) -> list[int] | None:
+        if self._db is None:
+            return None
+        ends: list[int] = []
+
+        def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            ends.append(end)
+            return len(ends) > at_most  # enough: stop
+
+        try:
+            self._db.scan(data, match_event_handler=on_match)
+        except _hs.ScanTerminated:
+            return None
+        return ends
+
+
 class PatternRemover:
     """``data`` without what ``pattern`` matches (patterns whose matches never overlap, such as
     a set of literal characters), found in one native pass; Python's ``re.sub`` where the native
