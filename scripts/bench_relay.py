@@ -7,6 +7,10 @@ median over rounds and the comparison with the child writing straight to the out
 The bare Python relay (``--bare-relay``, below) is the least any relay written in Python can
 do: a PTY, select, read, write, nothing recorded. What waaah costs beyond it is its own work.
 
+Then two floods besides the agent-like text, through script and waaah: a TUI's coloured frames
+(claude's recorded wait, an escape between most characters) and source code (this package's
+own sources, keys and tokens named on most lines), where the masking of secrets works hardest.
+
 Then the figures a user feels, with the real ``waaah agent --start=simulated`` over the
 interactive simulated CLI (BENCH_FELT_ROUNDS rounds, p50 and max): how much later the CLI's
 first screen comes through waaah than when the CLI is started directly; how long after the
@@ -649,17 +653,23 @@ def run_once(setup: Setup, results: Results) -> None:
         )
     results.record = record_check(setup)
     print(f"the record of the last blast: {results.record}", flush=True)
-    for relay in ("script", "waaah"):  # a TUI's coloured frames: escapes between most characters
-        tui = measure_blast(setup, relay, results.failures, BLAST_MB, TUI_STREAM)
-        results.once[relay] |= {
-            "tui_mb_per_s": tui["mb_per_s"],
-            "tui_cpu_s_per_100mb": tui["cpu_s_per_100mb"],
-        }
-        print(
-            f"{BLAST_MB:.0f} MB of {TUI_STREAM.parent.name}'s frames through {relay}: "
-            f"{tui['mb_per_s']:.1f} MB/s, {tui['cpu_s_per_100mb']:.2f} CPU s per 100 MB",
-            flush=True,
-        )
+    # Two floods besides the agent-like text: a TUI's coloured frames (an escape between most
+    # characters) and source code (keys and tokens named on most lines: this package's sources).
+    source = setup.workspace.parent / "source.py.txt"
+    source.write_bytes(b"".join(p.read_bytes() for p in sorted((ROOT / "waaah_agent").rglob("*.py"))))
+    floods = (("tui", f"{TUI_STREAM.parent.name}'s frames", TUI_STREAM), ("code", "source code", source))
+    for key, label, path in floods:
+        for relay in ("script", "waaah"):
+            flood = measure_blast(setup, relay, results.failures, BLAST_MB, path)
+            results.once[relay] |= {
+                f"{key}_mb_per_s": flood["mb_per_s"],
+                f"{key}_cpu_s_per_100mb": flood["cpu_s_per_100mb"],
+            }
+            print(
+                f"{BLAST_MB:.0f} MB of {label} through {relay}: "
+                f"{flood['mb_per_s']:.1f} MB/s, {flood['cpu_s_per_100mb']:.2f} CPU s per 100 MB",
+                flush=True,
+            )
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -686,6 +696,8 @@ ROWS_SPEC: list[tuple[str, str, str]] = [
     ("rss_peak_big_mb", f"peak RSS over {BIG_MB:.0f} MB (MB)", "abs"),
     ("tui_mb_per_s", f"throughput, {BLAST_MB:.0f} MB of claude's frames (MB/s)", "abs"),
     ("tui_cpu_s_per_100mb", "CPU s per 100 MB of claude's frames", "abs"),
+    ("code_mb_per_s", f"throughput, {BLAST_MB:.0f} MB of source code (MB/s)", "abs"),
+    ("code_cpu_s_per_100mb", "CPU s per 100 MB of source code", "abs"),
 ]
 
 

@@ -4,8 +4,9 @@ SIM_MODE selects a measurement mode for `scripts/bench_relay.py` instead of the 
 simulation (the default). Each mode waits SIM_STARTUP_SECONDS, prints a START line, then:
 ``latency`` writes SIM_LINES lines (default 2000), each carrying time.monotonic_ns() at
 write time, SIM_GAP_MS apart (default 0.5); ``blast`` writes SIM_MB megabytes (default 50)
-of agent-like text (or, with SIM_BLAST_FROM, the reads of a recorded stream over and over: a
-TUI's coloured frames) as fast as the terminal takes it, then a BLAST-END line; ``keys`` puts the
+of agent-like text (or, with SIM_BLAST_FROM, a file's bytes over and over: a recorded stream's
+reads, a TUI's coloured frames, or any file, source code) as fast as the terminal takes it,
+then a BLAST-END line; ``keys`` puts the
 terminal in raw mode and answers each byte read with an ack line holding the receive time
 (``q`` ends it); ``silent`` prints nothing for SIM_SECONDS (default 20); ``replay`` writes a
 recorded stream (SIM_REPLAY: a ``wait-loop.jsonl.gz`` of scripts/record_wait_stream.py) at its
@@ -59,7 +60,9 @@ def _latency(fd: int) -> None:
 def _blast(fd: int) -> None:
     total = int(float(os.environ.get("SIM_MB", "50")) * 1024 * 1024)
     if recorded := os.environ.get("SIM_BLAST_FROM"):
-        text = b"".join(data for _, data in _recorded_reads(Path(recorded)))
+        path = Path(recorded)
+        is_stream = path.name.endswith(".jsonl.gz")
+        text = b"".join(data for _, data in _recorded_reads(path)) if is_stream else path.read_bytes()
     else:
         text = AGENT_TEXT.encode()
     block = text * max(1, 65536 // len(text))  # whole characters (and reads) only
