@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import orjson
@@ -16,16 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.native import native_module
 from waaah_agent.core.supervise import castjson
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
-try:
-    from waaah_agent.core.supervise._jsonbytes import escape_utf8
-except ImportError:  # built at install where a C compiler is (setup.py)
-    if shutil.which("cc") or shutil.which("gcc"):
-        raise  # a compiler is here: the package must have been built with it
-    pytest.skip("installed without a C compiler: the .cast is escaped in Python", allow_module_level=True)
+escape_utf8 = native_module(
+    "waaah_agent.core.supervise._jsonbytes", "the .cast is escaped in Python"
+).escape_utf8
 
 
 def expected(data: bytes) -> bytes | None:

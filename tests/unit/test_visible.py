@@ -10,7 +10,6 @@ import base64
 import gzip
 import json
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -18,18 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.native import native_module
 from waaah_agent.core import secretscan
 from waaah_agent.core.redact import MASK, Redactor
 from waaah_agent.core.secretscan import SecretScan, merge, visible_python
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
-try:
-    from waaah_agent.core._visible import visible, visible_text
-except ImportError:  # built at install where a C compiler is (setup.py)
-    if shutil.which("cc") or shutil.which("gcc"):
-        raise  # a compiler is here: the package must have been built with it
-    pytest.skip("installed without a C compiler: separators are removed in Python", allow_module_level=True)
+_native = native_module("waaah_agent.core._visible", "separators are removed in Python")
+visible, visible_text = _native.visible, _native.visible_text
 
 KEY = "sk-ant-api03-Zq8mN2vX7pL4kR9tY1wB6cD3fG5hJ0sA-_uEiOoP"
 
