@@ -83,12 +83,13 @@ def test_a_known_value_with_escapes_between_its_characters_is_masked():
 
 
 def cast_stream(r: Redactor, chunks: list[bytes]) -> bytes:
-    """What SessionLogs writes to the .cast: each chunk masked, a possibly unfinished tail held back."""
+    """What SessionLogs writes to the .cast: a tail where a secret may go on held back as it
+    came, the rest of each chunk masked."""
     out, hold = b"", b""
     for chunk in chunks:
-        data = r.raw(hold + chunk)
+        data = hold + chunk
         cut = r.hold_from(data)
-        out, hold = out + data[:cut], data[cut:]
+        out, hold = out + r.raw(data[:cut]), data[cut:]
     return out + r.raw(hold)
 
 
@@ -284,3 +285,23 @@ def test_code_that_names_keys_and_tokens_is_masked_at_a_fraction_of_the_whole_ch
     assert [Redactor().raw(b) for b in batches] == [_whole_chunk(b) for b in batches]
     if native_available():
         assert now < before / 4, (now, before)
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ('    api_key = "s3cr3t-v4lue-0123456789"\n', "s3cr3t-v4lue-0123456789"),
+        ("token: 'qwertyuiop123456' and more\n", "qwertyuiop123456"),
+        ("export CLIENT_SECRET=abcdefgh12345678\n", "abcdefgh12345678"),
+        ("Authorization: Bearer abcdefghijklmnop1234\n", "abcdefghijklmnop1234"),
+    ],
+)
+def test_an_assignment_cut_by_the_reads_anywhere_is_still_masked(line, value):
+    """Between its name and its ":" or "=" too: the name is held back until the rest came."""
+    data = ("x = 1\n" + line * 3).encode()
+    r = Redactor()
+    for cut in range(1, len(data)):
+        out = cast_stream(r, [data[:cut], data[cut:]])
+        assert out.count(b"[REDACTED]") == 3, (cut, out)
+        for at in range(len(value) - 7):  # not 8 of its characters in a row, even its end
+            assert value[at : at + 8].encode() not in out, (cut, out)

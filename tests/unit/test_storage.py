@@ -246,3 +246,33 @@ def test_damaged_per_model_token_counts_are_dropped_not_fatal():
         assert SessionState.from_json(data).token_models == {}
     good = {"a.jsonl": {"gemini-2.5-pro": {"input": 5, "output": 1, "cached": 0}}}
     assert SessionState.from_json({**make_state().to_json(), "token_models": good}).token_models == good
+
+
+def test_the_text_log_never_joins_the_pieces_its_budget_cut(tmp_path, monkeypatch):
+    """Over a second's cleaning budget the rest of that second is only in the .cast: a smaller
+    batch later in it is not put on the half line the skip cut, and the first line after the
+    skip (a fragment) is left out too. Either would write a fragment of a token no mask knows."""
+    from waaah_agent.runtime.supervise import logs as logs_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(logs_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(logs_module, "CLEAN_PER_SECOND", 1000)
+    token = "abcdefghij0123456789KLMNOP"
+    header = f"    headers = {{'Authorization': 'Bearer {token}'}}"
+    logs = SessionLogs(tmp_path, "sim", (80, 24), Redactor({}))
+    for data in (
+        b"x" * 800 + b"\r\n" + header.encode(),  # cleaned, its last line not ended yet
+        b"\r\n" + b"y" * 400 + b"\r\n" + header[:45].encode(),  # over the budget: skipped
+        header[45:].encode() + b"\r\n",  # small enough for the budget left: skipped as well
+    ):
+        logs.output(data)
+        logs.flush()
+    clock[0] += 1.5  # the next second
+    logs.output(header[50:].encode() + b"\r\nthe next line\r\n")  # the cut line's rest, then whole ones
+    logs.flush()
+    logs.close()
+    text = logs.text_path.read_text()
+    assert "the next line" in text and "bytes of fast output are only in" in text
+    for at in range(len(token) - 7):
+        assert token[at : at + 8] not in text, token[at : at + 8]
+    assert replay(logs.cast_path).count(b"Bearer [REDACTED]") == 2  # the .cast has it all, masked

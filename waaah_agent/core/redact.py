@@ -158,8 +158,8 @@ _VALUE_AHEAD = re.compile(rb"\s*[\"']?[^\s\"',;&<>]*")  # the blanks, a quote, t
 # A secret that may go on in the next read: a token-like word at the very end of a chunk (it
 # may become one of the shapes or a known value), and before it, what introduces a token.
 _WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.=+/~"
-_RAW_INTRO_TAIL = re.compile(
-    rb"(?i:bearer\s+|(?:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*[:=]\s*[\"']?)\Z"
+_RAW_INTRO_TAIL = re.compile(  # (an assignment's name alone too: its ":" or "=" may come next)
+    rb"(?i:bearer\s+|(?:key|token|secret|passw\w*|credentials?|auth\w*)[\"']?\s*(?:[:=]\s*[\"']?)?)\Z"
 )
 _INTRO_ENDS = frozenset(b" \t\r\n\x0b\x0c:=\"'")  # the last byte of what _RAW_INTRO_TAIL finds
 TAIL_WINDOW = 512  # how far back from a chunk's end an unfinished secret is looked for

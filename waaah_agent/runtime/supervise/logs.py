@@ -98,7 +98,9 @@ class SessionLogs:
         self._t0 = time.monotonic()
         self._window_end = self._t0 + 1.0  # the current second of the cleaning budget
         self._cleaned = 0
-        self._skipped = 0
+        self._skipped = 0  # bytes of this second only in the .cast
+        self._over = False  # this second's budget ran out: the rest of it is skipped
+        self._resync = False  # output was left out: the text log goes on at the next line
         self._cast_hold = b""
         self._hidden = self._hidden_noted = False
         cols, rows = size
@@ -204,15 +206,31 @@ class SessionLogs:
             return
         if now >= self._window_end:
             self._next_window(now)
-        if self._cleaned + len(data) > CLEAN_PER_SECOND:
+        if self._over or self._cleaned + len(data) > CLEAN_PER_SECOND:
+            # Over this second's budget: the rest of the second is only in the .cast (a smaller
+            # batch later in it must not go on the half line this one cut).
+            self._over = True
             self._skipped += len(data)
             self._frames.forget()
         elif not self._frames.repeats(data):  # a repeated redraw holds no new line
             self._cleaned += len(data)
-            if lines := self._cleaner.feed(data, now):
+            clean = self._after_cut(data) if self._resync else data
+            if clean and (lines := self._cleaner.feed(clean, now)):
                 self._lines(lines, now)
             self._frames.saw(data)
         self._cast_out(now, data, marks=marks)
+
+    def _after_cut(self, data: bytes) -> bytes:
+        """After output left out: what follows the end of the line it cut (that line's rest is
+        only in the .cast too: alone it is a fragment, and a fragment of a token is no shape the
+        masking knows)."""
+        eol = data.find(b"\n")
+        if eol < 0:
+            self._skipped += len(data)
+            return b""
+        self._resync = False
+        self._skipped += eol + 1
+        return data[eol + 1 :]
 
     def _lines(self, lines: list[str], now: float) -> None:
         """Clean lines of one batch: masked together, one time stamp (when its first read came,
@@ -240,11 +258,13 @@ class SessionLogs:
             self._frames.forget()
 
     def _next_window(self, now: float) -> None:
-        if self._skipped:
+        if self._over:
             self._cleaner = LineCleaner()  # its half line and escape state are stale now
             self._frames.forget()
+            self._resync = True
+        if self._skipped:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
-        self._window_end, self._cleaned, self._skipped = now + 1.0, 0, 0
+        self._window_end, self._cleaned, self._skipped, self._over = now + 1.0, 0, 0, False
 
     def _cast_out(
         self, now: float, data: bytes, final: bool = False, marks: list[tuple[int, float]] | None = None
@@ -254,18 +274,19 @@ class SessionLogs:
         held = len(self._cast_hold)
         if held:
             data = self._cast_hold + data
-        raw = data
-        data, facts = self._redact.record(data)  # secrets masked (and, without the C build, what to escape)
-        # A secret can straddle two reads: hold back a tail where one may have begun, and
-        # never cut a character in two.
+        # A secret can straddle two reads: a tail where one may have begun (a token-like word,
+        # what introduces one, a known value's characters) is held back as it came, to be
+        # masked with its rest; a character is never cut in two. Masked before the cut, a
+        # token cut by the reads lost its start to the mask and its end went out unmasked.
         cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
-        out, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        if not out:
+        raw, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+        if not raw:
             return
+        out, facts = self._redact.record(raw)  # secrets masked (and, without the C build, what to escape)
         events: list[tuple[float, bytes]] = [(now, out)]
         # The reads of a batch as they came, where the mask changed nothing (what a mask took
         # or gave may not line up with them: then the batch is one event, as a lone read is).
-        if marks and len(data) == len(raw) and data == raw:
+        if marks and len(out) == len(raw) and out == raw:
             events, start, when = [], 0, now
             for at, then in marks:
                 at = char_boundary(out, min(at + held, len(out)))
