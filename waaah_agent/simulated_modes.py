@@ -61,8 +61,13 @@ def _blast(fd: int) -> None:
     total = int(float(os.environ.get("SIM_MB", "50")) * 1024 * 1024)
     if recorded := os.environ.get("SIM_BLAST_FROM"):
         path = Path(recorded)
-        is_stream = path.name.endswith(".jsonl.gz")
-        text = b"".join(data for _, data in _recorded_reads(path)) if is_stream else path.read_bytes()
+        try:
+            is_stream = path.name.endswith(".jsonl.gz")
+            text = b"".join(data for _, data in _recorded_reads(path)) if is_stream else path.read_bytes()
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"SIM_BLAST_FROM: cannot read {recorded}: {err}") from None
+        if not text:
+            raise SystemExit(f"SIM_BLAST_FROM: {recorded} is empty")
     else:
         text = AGENT_TEXT.encode()
     block = text * max(1, 65536 // len(text))  # whole characters (and reads) only

@@ -177,3 +177,49 @@ def test_a_failing_run_s_key_is_in_no_log_breaker_or_saved_response(workspace, h
         assert b"Z" * 30 not in path.read_bytes(), path
     doctor = run_waaah("doctor", "--agent", "claude", cwd=workspace, env=env)
     assert b"Z" * 30 not in (doctor.stdout + doctor.stderr).encode()
+
+
+def test_a_flood_of_code_and_coloured_frames_is_recorded_whole_with_its_secrets_masked(
+    workspace, fake_home, tmp_path
+):
+    """What agents print in a flood, through the real relay: source code naming keys and tokens
+    (an assignment, a Bearer header) and the user's key drawn a character at a time between
+    colours, as a TUI's frames draw it. The record holds every line; no file any of the secrets,
+    whole or 8 of their characters in a row."""
+    assigned = "s3cr3t-v4lue-0123456789"
+    spread = "".join(f"\x1b[3{i % 8}m{c}" for i, c in enumerate(GH_ENV)) + "\x1b[0m"
+    block = "".join(
+        f"def handler_{i}(request):\n"
+        f'    api_key = "{assigned}"\n'
+        f"    headers = {{'Authorization': 'Bearer {BEARER}'}}\n"
+        "    total_tokens = usage.get('output_tokens', 0)  # the token count\n"
+        f"\x1b[2m{spread} shown in colour {i}\n"
+        for i in range(100)
+    ).encode()
+    flood = tmp_path / "flood.txt"
+    flood.write_bytes(block)
+    env = sim_env(fake_home, GITHUB_TOKEN=GH_ENV, SIM_MODE="blast", SIM_MB="2", SIM_BLAST_FROM=str(flood))
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env, timeout=120)
+    child.expect(rb"BLAST-END (\d+) ", timeout=120)
+    blocks = int(child.match.group(1)) // len(block)
+    child.expect(pexpect.EOF, timeout=30)
+
+    files = our_files(workspace)
+    for path in files:
+        raw = path.read_bytes()
+        plain = ESCAPES.sub(b"", raw)
+        for secret in (GH_ENV, assigned, BEARER):
+            for part in (secret[:8], secret[-8:], secret[8:16]):
+                assert part.encode() not in raw and part.encode() not in plain, (
+                    f"{part} of {secret} in {path}"
+                )
+    cast = next(p for p in files if p.suffix == ".cast")
+    shown = ESCAPES.sub(b"", replay(cast))
+    assert blocks >= 2
+    assert shown.count(b"    total_tokens = usage.get('output_tokens', 0)  # the token count") == 100 * blocks
+    assert shown.count(b'    api_key = "[REDACTED]') == 100 * blocks
+    assert shown.count(b"'Authorization': 'Bearer [REDACTED]") == 100 * blocks
+    drawn = re.findall(rb"\n([^\n]*) shown in colour", shown)
+    assert len(drawn) == 100 * blocks
+    for key in drawn:  # masked (in two where a read cut it), at most 7 of its characters in a row
+        assert b"[REDACTED]" in key and max(map(len, key.split(b"[REDACTED]"))) < 8, key
