@@ -241,7 +241,7 @@ def test_raw_assignments_without_the_native_search_mask_the_same(monkeypatch: py
 
     data = "".join(RAW_PIECES * 3).encode()
     native = Redactor().raw(data)
-    monkeypatch.setattr(redact, "_assign_ends", MatchEnds(b"x", native=False))
+    monkeypatch.setattr(redact._raw_shapes(), "assign_ends", MatchEnds(b"x", native=False))
     assert Redactor().raw(data) == native == _whole_chunk(data)
 
 

@@ -25,9 +25,10 @@ secret may continue in the next read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
-from waaah_agent.core.secretscan import PREFILTER, MatchEnds, PatternSet, SecretScan, mask_spans, scanner
+from waaah_agent.core.rawshapes import RawShapes
+from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
 from waaah_agent.core.supervise.castjson import FACTS, NATIVE, UNSURE
 
 MASK = "[REDACTED]"
@@ -130,10 +131,8 @@ def _shapes_present(text: str) -> set[int] | None:
 
 _RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in _SHAPES)
 _RAW_ASSIGN = re.compile(_ASSIGN.encode())
-# On the raw stream a shape is tried only where a match of it can begin: Python's re.sub tries
-# each byte of a chunk (~3 ms per 256 KB for any pattern, 22 for the assignments' one), paid for
-# every chunk with an anchor anywhere in it (code that mentions tokens: nearly all). Each of
-# _SHAPES begins with one of these literals (bearer in any case: looked for in lower case).
+# On the raw stream a shape is tried only where a match of it can begin (core/rawshapes.py):
+# each of _SHAPES begins with one of these literals (bearer in any case: looked for in lower case).
 _RAW_STARTS: tuple[tuple[tuple[bytes, ...], bool], ...] = (
     ((b"sk-",), False),
     ((b"AIza",), False),
@@ -147,14 +146,6 @@ _RAW_STARTS: tuple[tuple[tuple[bytes, ...], bool], ...] = (
     ((b"key-",), False),
     ((b"ant-api",), False),
 )
-# A shape with more places to try than one per this many bytes is tried over the whole chunk
-# at once: Python's re costs ~12 ns a byte, a place tried from Python ~0.5-1 µs.
-_DENSE = 64
-# An assignment is found from where its name ends (the ":" or "=", one native pass), back over
-# what its name may hold and on over its value; the exact pattern runs only in that window.
-_assign_ends = MatchEnds(b"(?i)" + _ASSIGN_NAME.encode())
-_NAME_BYTES_BACKWARDS = re.compile(rb"[A-Za-z_\-\"'\s]*")  # what a name and the blanks after it hold
-_VALUE_AHEAD = re.compile(rb"\s*[\"']?[^\s\"',;&<>]*")  # the blanks, a quote, the value
 # A secret that may go on in the next read: a token-like word at the very end of a chunk (it
 # may become one of the shapes or a known value), and before it, what introduces a token.
 _WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.=+/~"
@@ -342,10 +333,7 @@ class Redactor:
         if spans:
             data = mask_spans(data, spans, _RAW_MASK)
         if shapes:  # which shapes may be there (the native pass's prefilters): each where it may begin
-            for i in sorted(shapes):
-                if i < len(_RAW_SHAPES):
-                    data = _sub_from(_RAW_SHAPES[i][1], data, *_RAW_STARTS[i])
-            data = _raw_assignments(data)
+            data = _raw_shapes().masked(data, shapes)
         if spans and not self._ascii:
             facts.add(UNSURE)  # a run's mask may have cut a character of a non-ASCII secret
         return data, facts
@@ -410,74 +398,6 @@ def _sub_within(pattern: re.Pattern[str], text: str, spans: list[tuple[int, int]
     return "".join([*pieces, text[last:]]) if changed else text
 
 
-def _subbed(data: bytes, matches: Iterable[re.Match[bytes]]) -> bytes:
-    """``data`` with each of ``matches`` (in order, apart) masked, its prefix group kept."""
-    pieces, last = [], 0
-    for m in matches:
-        pieces += [data[last : m.start()], _keep_raw_prefix(m)]
-        last = m.end()
-    return b"".join([*pieces, data[last:]]) if pieces else data
-
-
-def _sub_from(pattern: re.Pattern[bytes], data: bytes, starts: tuple[bytes, ...], caseless: bool) -> bytes:
-    """``pattern.sub(_keep_raw_prefix, data)`` for a pattern whose matches begin with one of
-    ``starts``: tried only there (in order, none inside the match before), the same result."""
-    hay = data.lower() if caseless else data
-    if sum(hay.count(literal) for literal in starts) > len(data) // _DENSE:
-        return pattern.sub(_keep_raw_prefix, data)  # so many places: one pass over it all is less
-    at: list[int] = []
-    for literal in starts:
-        found = hay.find(literal)
-        while found >= 0:
-            at.append(found)
-            found = hay.find(literal, found + 1)
-    if not at:
-        return data
-
-    def matches() -> Iterator[re.Match[bytes]]:
-        last = 0
-        for pos in sorted(at):
-            if pos >= last and (m := pattern.match(data, pos)) is not None:
-                last = m.end()
-                yield m
-
-    return _subbed(data, matches())
-
-
-def _raw_assignments(data: bytes) -> bytes:
-    """``_RAW_ASSIGN.sub(_keep_raw_prefix, data)``, with the exact pattern run only in windows
-    around the places where an assignment's name ends (found natively): from the start of the
-    run of bytes a name may hold before its ":" or "=" (a match cannot begin before it) to the
-    end of the value after it (nor end after it). The same result; the whole chunk through
-    Python's re where the native search is missing, and where the places are many."""
-    ends = _assign_ends(data, at_most=len(data) // _DENSE)
-    if ends is None:
-        return _RAW_ASSIGN.sub(_keep_raw_prefix, data)
-    windows: list[tuple[int, int]] = []
-    for end in sorted(ends):
-        if windows and end < windows[-1][1]:  # in the value of the one before: the same window
-            continue
-        lo = _name_start(data, end - 1)
-        hi = _VALUE_AHEAD.match(data, end).end()  # type: ignore[union-attr]
-        if windows and lo <= windows[-1][1]:
-            windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
-        else:
-            windows.append((lo, hi))
-    return _subbed(data, (m for lo, hi in windows for m in _RAW_ASSIGN.finditer(data, lo, hi)))
-
-
-def _name_start(data: bytes, at: int) -> int:
-    """Where the run of bytes an assignment's name may hold (letters, ``_``, ``-``, quotes,
-    blanks) that ends at ``at`` begins."""
-    step = 256
-    while True:
-        low = max(0, at - step)
-        run = _NAME_BYTES_BACKWARDS.match(data[low:at][::-1]).end()  # type: ignore[union-attr]
-        if run < at - low or low == 0:
-            return at - run
-        step *= 4
-
-
 def _keep_prefix(match: re.Match[str]) -> str:
     prefix = match.group(1) if match.re.groups else ""
     return f"{prefix}{MASK}"
@@ -486,3 +406,17 @@ def _keep_prefix(match: re.Match[str]) -> str:
 def _keep_raw_prefix(match: re.Match[bytes]) -> bytes:
     prefix = match.group(1) if match.re.groups else b""
     return prefix + _RAW_MASK
+
+
+_raw: RawShapes | None = None
+
+
+def _raw_shapes() -> RawShapes:
+    """The raw stream's shapes (built once, at first use: its native pass is compiled then)."""
+    global _raw
+    if _raw is None:
+        shapes = [
+            (p, starts, caseless) for (_, p), (starts, caseless) in zip(_RAW_SHAPES, _RAW_STARTS, strict=True)
+        ]
+        _raw = RawShapes(shapes, _RAW_ASSIGN, b"(?i)" + _ASSIGN_NAME.encode(), _keep_raw_prefix)
+    return _raw
