@@ -248,6 +248,7 @@ def test_a_burst_of_1000_sends_is_queued_in_order_without_freezing_the_relay(wor
         retry_until(lambda: len([m for m in typed(workspace, native) if "burst" in m]) >= 3, timeout=60)
     finally:
         out, err = stop(proc)
+        print(f"the resumed supervisor's output, its end:\n{out[-3000:]}\n{err[-2000:]}")  # shown on failure
     assert_no_traceback(out, err)
     took = [m.strip() for m in typed(workspace, native) if "burst" in m]
     assert took == [f"burst {i:04d}" for i in range(len(took))], took
