@@ -83,13 +83,17 @@ def test_a_known_value_with_escapes_between_its_characters_is_masked():
 
 
 def cast_stream(r: Redactor, chunks: list[bytes]) -> bytes:
-    """What SessionLogs writes to the .cast: a tail where a secret may go on held back as it
-    came, the rest of each chunk masked."""
+    """What SessionLogs writes to the .cast: a token-like word at the end held back as it came,
+    the rest masked, and of that a tail where a known value may go on held back."""
+    from waaah_agent.core.redact import word_from
+
     out, hold = b"", b""
     for chunk in chunks:
         data = hold + chunk
-        cut = r.hold_from(data)
-        out, hold = out + r.raw(data[:cut]), data[cut:]
+        word = word_from(data)
+        masked = r.raw(data[:word])
+        cut = r.hold_from(masked)
+        out, hold = out + masked[:cut], masked[cut:] + data[word:]
     return out + r.raw(hold)
 
 

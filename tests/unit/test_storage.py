@@ -276,3 +276,29 @@ def test_the_text_log_never_joins_the_pieces_its_budget_cut(tmp_path, monkeypatc
     for at in range(len(token) - 7):
         assert token[at : at + 8] not in text, token[at : at + 8]
     assert replay(logs.cast_path).count(b"Bearer [REDACTED]") == 2  # the .cast has it all, masked
+
+
+def test_a_key_echoed_a_cell_at_a_time_is_masked_however_the_reads_are_batched(tmp_path):
+    """A diff-based TUI echoes a typed key one cell at a time, a cursor move and a colour around
+    each: the run grows longer than the tail held back, and is masked whole, never released a
+    character at a time."""
+    key = "AIzaSyTyped-0123456789abcdefghijklmnopq"
+    escapes = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b.|[\r\x08]")
+    cells = [b"\x1b[20;%dH\x1b[3%dm%s\x1b[0m" % (4 + i, i % 8, c.encode()) for i, c in enumerate(key)]
+    for trial in range(30):
+        rng = random.Random(trial)
+        logs = SessionLogs(tmp_path / str(trial), "sim", (120, 40), Redactor([key]))
+        logs.output(b"\x1b[2J\x1b[H > Type your message\r\n")
+        at = 0
+        while at < len(cells):
+            n = rng.choice([1, 1, 1, 2, 3, 5])
+            logs.output(b"".join(cells[at : at + n]))
+            at += n
+            if rng.random() < 0.5:
+                logs.flush()
+        logs.output(b"\r\n done\r\n")
+        logs.close()
+        played = escapes.sub(b"", replay(logs.cast_path))
+        assert b"[REDACTED]" in played and b"done" in played
+        for i in range(len(key) - 7):
+            assert key[i : i + 8].encode() not in played, (trial, key[i : i + 8])

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from waaah_agent.core.rawshapes import RawShapes
-from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner
+from waaah_agent.core.secretscan import PREFILTER, PatternSet, SecretScan, mask_spans, scanner, sequence_start
 from waaah_agent.core.supervise.castjson import FACTS, NATIVE, UNSURE
 
 MASK = "[REDACTED]"
@@ -342,14 +342,7 @@ class Redactor:
         """Where to cut ``data`` so that a secret that may go on in the next read is kept back:
         a token-like word at the very end (and what introduces it: ``Bearer``, ``key=``), and
         characters of a known value at the very end, escapes between them or not."""
-        start = max(0, len(data) - TAIL_WINDOW)
-        hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
-        if (
-            hold
-            and data[hold - 1] in _INTRO_ENDS
-            and (m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold))
-        ):
-            hold = m.start()
+        hold = word_from(data)
         if self._raw_secrets:
             hold = min(hold, self.scanner.run_tail(data, TAIL_WINDOW))
         return hold
@@ -396,6 +389,20 @@ def _sub_within(pattern: re.Pattern[str], text: str, spans: list[tuple[int, int]
             pieces += [text[last:start], masked]
             last, changed = end, True
     return "".join([*pieces, text[last:]]) if changed else text
+
+
+def word_from(data: bytes) -> int:
+    """Where a token-like word at the very end of ``data`` begins (and what introduces it:
+    ``Bearer``, ``key=``, an assignment's name): it may go on in the next read."""
+    start = max(0, len(data) - TAIL_WINDOW)
+    hold = start + len(data[start:].rstrip(_WORD_BYTES))  # a word still being written
+    if (
+        hold
+        and data[hold - 1] in _INTRO_ENDS
+        and (m := _RAW_INTRO_TAIL.search(data, max(0, hold - 48), hold))
+    ):
+        hold = m.start()
+    return sequence_start(data, hold)  # never inside an escape sequence: its rest would read as text
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -215,7 +215,7 @@ class PatternRemover:
         return b"".join(parts)
 
 
-def _sequence_start(data: bytes, at: int) -> int:
+def sequence_start(data: bytes, at: int) -> int:
     """``at``, or the start of the escape sequence that ``at`` falls inside (its bytes would
     otherwise read as text)."""
     esc = data.rfind(b"\x1b", max(0, at - 300), at)
@@ -395,7 +395,7 @@ class SecretScan:
             return n  # the last character shown before the trailing separators is no secret's
         lo = low
         while True:  # the run reaches a separator (or the window): look through separators
-            lo = _sequence_start(data, lo)
+            lo = sequence_start(data, lo)
             piece = data[lo:]
             text, where = visible(piece)
             k = self._suffix_in_secrets(text)

@@ -16,7 +16,7 @@ from collections import deque
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.redact import Redactor, word_from
 from waaah_agent.core.supervise.castjson import escaped
 from waaah_agent.core.supervise.redraws import RepeatedFrames
 from waaah_agent.core.supervise.textlog import LineCleaner
@@ -274,19 +274,23 @@ class SessionLogs:
         held = len(self._cast_hold)
         if held:
             data = self._cast_hold + data
-        # A secret can straddle two reads: a tail where one may have begun (a token-like word,
-        # what introduces one, a known value's characters) is held back as it came, to be
-        # masked with its rest; a character is never cut in two. Masked before the cut, a
-        # token cut by the reads lost its start to the mask and its end went out unmasked.
-        cut = len(data) if final else char_boundary(data, self._redact.hold_from(data))
-        raw, self._cast_hold = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        if not raw:
+        # A secret can straddle two reads. A token-like word at the very end (and what
+        # introduces it) is held back as it came, to be masked with its rest (masked first, a
+        # token cut by the reads lost its start to the mask and its end went out plain); the
+        # rest is masked, and of it a tail where a known value's characters may go on is held
+        # back masked (its run masked whole first: released as it came, a long run held back
+        # would go out a character at a time). A character is never cut in two.
+        word = len(data) if final else char_boundary(data, word_from(data))
+        raw, word_tail = data[:word], data[word:]
+        masked, facts = self._redact.record(raw)  # secrets masked (and, without the C build, what to escape)
+        cut = len(masked) if final else char_boundary(masked, self._redact.hold_from(masked))
+        out, self._cast_hold = masked[:cut], masked[cut:] + word_tail
+        if not out:
             return
-        out, facts = self._redact.record(raw)  # secrets masked (and, without the C build, what to escape)
         events: list[tuple[float, bytes]] = [(now, out)]
         # The reads of a batch as they came, where the mask changed nothing (what a mask took
         # or gave may not line up with them: then the batch is one event, as a lone read is).
-        if marks and len(out) == len(raw) and out == raw:
+        if marks and masked == raw:
             events, start, when = [], 0, now
             for at, then in marks:
                 at = char_boundary(out, min(at + held, len(out)))
