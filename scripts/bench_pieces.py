@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from waaah_agent.core import redact, secretscan  # noqa: E402
+from waaah_agent.core import redact, separators, shapes  # noqa: E402
 from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
 from waaah_agent.core.supervise import castjson
 from waaah_agent.core.supervise.textlog import LineCleaner  # noqa: E402
@@ -144,13 +144,13 @@ def main() -> int:
     rows.append(
         (
             "a TUI's frames: the secrets' pass (Redactor.record), "
-            + ("separators removed in C" if secretscan.NATIVE_VISIBLE else "built without a C compiler"),
+            + ("separators removed in C" if separators.NATIVE_VISIBLE else "built without a C compiler"),
             best(each(tui, tui_redactor.record)) * per_tui,
         )
     )
-    if secretscan.NATIVE_VISIBLE:
-        native_visible, native_text = secretscan._native_visible, secretscan._native_text
-        secretscan._native_visible = secretscan._native_text = None
+    if separators.NATIVE_VISIBLE:
+        native_visible, native_text = separators._native_visible, separators._native_text
+        separators._native_visible = separators._native_text = None
         try:
             rows.append(
                 (
@@ -159,7 +159,7 @@ def main() -> int:
                 )
             )
         finally:
-            secretscan._native_visible, secretscan._native_text = native_visible, native_text
+            separators._native_visible, separators._native_text = native_visible, native_text
     # Source code (this package's own): keys and tokens named on most lines, so nearly every
     # chunk holds a shape's anchor and the shapes are looked for in it.
     code = source_code(20 * MB)
@@ -172,9 +172,9 @@ def main() -> int:
     )
 
     def whole_chunk(data: bytes) -> bytes:
-        for _, pattern in redact._RAW_SHAPES:
+        for _, pattern in shapes.RAW_SHAPES:
             data = pattern.sub(redact._keep_raw_prefix, data)
-        return redact._RAW_ASSIGN.sub(redact._keep_raw_prefix, data)
+        return shapes.RAW_ASSIGN.sub(redact._keep_raw_prefix, data)
 
     rows.append(
         (

@@ -107,8 +107,8 @@ def test_the_record_is_escaped_and_looked_through_in_native_code_in_the_image(im
     pieces are in it (the .cast's escaping, the separators removed for the secrets' look)."""
     root, config = image
     probe = (
-        "from waaah_agent.core.supervise import castjson; from waaah_agent.core import secretscan; "
-        "print(castjson.NATIVE, secretscan.NATIVE_VISIBLE)"
+        "from waaah_agent.core.supervise import castjson; from waaah_agent.core import separators; "
+        "print(castjson.NATIVE, separators.NATIVE_VISIBLE)"
     )
     proc = engine_run(root, volume(tmp_path), config, {}, ["python3", "-c", probe])
     out, err = proc.communicate(timeout=60)

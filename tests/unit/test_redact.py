@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waaah_agent.core.redact import MASK, Redactor, is_secret_name, known_secrets
+from waaah_agent.core.redact import MASK, Redactor
+from waaah_agent.core.secretenv import is_secret_name, known_secrets
 from waaah_agent.core.secretscan import native_available
 
 KEY = "AIzaSyD-0123456789abcdefghijklmnopqrstu"
@@ -85,7 +86,7 @@ def test_a_known_value_with_escapes_between_its_characters_is_masked():
 def cast_stream(r: Redactor, chunks: list[bytes]) -> bytes:
     """What SessionLogs writes to the .cast: a token-like word at the end held back as it came,
     the rest masked, and of that a tail where a known value may go on held back."""
-    from waaah_agent.core.redact import word_from
+    from waaah_agent.core.shapes import word_from
 
     out, hold = b"", b""
     for chunk in chunks:
@@ -153,11 +154,12 @@ _SHAPE_PIECES = [
 def test_shapes_looked_for_only_by_their_anchors_mask_the_same(parts):
     """The anchor check before each shape's pattern (one native pass over an ASCII text, a
     search per anchor otherwise) never lets a shape through."""
-    from waaah_agent.core.redact import _TEXT_SHAPES, _keep_prefix
+    from waaah_agent.core.redact import _keep_prefix
+    from waaah_agent.core.shapes import TEXT_SHAPES
 
     text = "".join(parts)
     everything = text
-    for pattern in _TEXT_SHAPES:
+    for pattern in TEXT_SHAPES:
         everything = pattern.sub(_keep_prefix, everything)
     assert Redactor()(text) == everything
 
@@ -216,11 +218,12 @@ def test_a_long_text_without_anchors_is_one_native_pass(monkeypatch: pytest.Monk
 # -- the raw stream's shapes, tried only where they may begin -----------------------------------
 def _whole_chunk(data: bytes) -> bytes:
     """The reference: each shape's pattern, then the assignments', over the whole chunk."""
-    from waaah_agent.core.redact import _RAW_ASSIGN, _RAW_SHAPES, _keep_raw_prefix
+    from waaah_agent.core.redact import _keep_raw_prefix
+    from waaah_agent.core.shapes import RAW_ASSIGN, RAW_SHAPES
 
-    for _, pattern in _RAW_SHAPES:
+    for _, pattern in RAW_SHAPES:
         data = pattern.sub(_keep_raw_prefix, data)
-    return _RAW_ASSIGN.sub(_keep_raw_prefix, data)
+    return RAW_ASSIGN.sub(_keep_raw_prefix, data)
 
 
 RAW_PIECES = [
@@ -250,17 +253,17 @@ def test_raw_assignments_without_the_native_search_mask_the_same(monkeypatch: py
 
 
 def test_each_raw_shape_begins_with_one_of_its_starts():
-    from waaah_agent.core.redact import _RAW_SHAPES, _RAW_STARTS
+    from waaah_agent.core.shapes import RAW_SHAPES, RAW_STARTS
 
-    assert len(_RAW_STARTS) == len(_RAW_SHAPES)
+    assert len(RAW_STARTS) == len(RAW_SHAPES)
     text = " ".join(SHAPED + ["Bearer abcdefghijklmnop", "bEaReR abcdefghijklmnop"]).encode()
     matched = 0
-    for (_, pattern), (starts, caseless) in zip(_RAW_SHAPES, _RAW_STARTS, strict=True):
+    for (_, pattern), (starts, caseless) in zip(RAW_SHAPES, RAW_STARTS, strict=True):
         for m in pattern.finditer(text):
             begins = m.group(0).lower() if caseless else m.group(0)
             assert begins.startswith(starts), (pattern.pattern, m.group(0))
             matched += 1
-    assert matched >= len(_RAW_SHAPES)
+    assert matched >= len(RAW_SHAPES)
 
 
 def test_code_that_names_keys_and_tokens_is_masked_at_a_fraction_of_the_whole_chunk_cost():

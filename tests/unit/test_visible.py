@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.native import native_module
-from waaah_agent.core import secretscan
+from waaah_agent.core import secretscan, separators
 from waaah_agent.core.redact import MASK, Redactor
-from waaah_agent.core.secretscan import SecretScan, merge, visible_python
+from waaah_agent.core.secretscan import SecretScan, merge
+from waaah_agent.core.separators import visible_python
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -31,7 +32,7 @@ KEY = "sk-ant-api03-Zq8mN2vX7pL4kR9tY1wB6cD3fG5hJ0sA-_uEiOoP"
 
 
 def test_the_package_removes_separators_natively_here():
-    assert secretscan.NATIVE_VISIBLE
+    assert separators.NATIVE_VISIBLE
 
 
 def native(data: bytes) -> tuple[bytes, list[int]]:
@@ -104,8 +105,8 @@ def test_any_buffer_is_taken_and_nothing_else():
 
 def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """As installed without a C compiler: separators removed in Python, behind the pairs look."""
-    monkeypatch.setattr(secretscan, "_native_visible", None)
-    monkeypatch.setattr(secretscan, "_native_text", None)
+    monkeypatch.setattr(separators, "_native_visible", None)
+    monkeypatch.setattr(separators, "_native_text", None)
 
 
 SPREAD_PIECES = [KEY[i : i + 5] for i in range(0, len(KEY), 5)] + [
@@ -138,7 +139,7 @@ def test_a_key_spread_through_each_clis_frames_is_masked_with_and_without_the_c_
         masked = Redactor([KEY]).raw(data)
         assert MASK.encode() in masked
         assert KEY[10:30].encode() not in masked.replace(b"\x1b", b"")
-        assert secretscan.visible(masked)[0].count(KEY[:8].encode()) == 0
+        assert separators.visible(masked)[0].count(KEY[:8].encode()) == 0
         with pytest.MonkeyPatch.context() as mp:
             _python_only(mp)
             assert Redactor([KEY]).raw(data) == masked

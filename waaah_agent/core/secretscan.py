@@ -7,7 +7,7 @@ with cursor moves between them. So a run is found
 
 * contiguous, by its MIN_RUN-byte pieces ("grams"): every run of MIN_RUN or more is covered by
   them, and
-* spread: with escape sequences, CR or backspaces (``SEPARATOR``) between its characters. That
+* spread: with escape sequences, CR or backspaces (``core/separators.py``) between its characters. That
   search works on the text with the separators removed (``visible``), and runs only when the
   native pass saw a separator between two characters that secrets have (plain text has none;
   a TUI's coloured frames often do). Where the package was built with a C compiler, the
@@ -24,9 +24,11 @@ goes on to the Python work.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from waaah_agent.core import separators
 
 _hs: Any
 try:  # native multi-pattern search; absent on platforms without its wheels
@@ -34,27 +36,8 @@ try:  # native multi-pattern search; absent on platforms without its wheels
 except ImportError:  # pragma: no cover - exercised through ``native=False``
     _hs = None
 
-_native_visible: Callable[[bytes], tuple[bytes, bytes]] | None
-_native_text: Callable[[bytes], bytes] | None
-try:  # the separators removed in C; absent where the package was built without a compiler
-    from waaah_agent.core._visible import visible as _native_visible
-    from waaah_agent.core._visible import visible_text as _native_text
-except ImportError:  # pragma: no cover - exercised by monkeypatching it away
-    _native_visible = _native_text = None
-NATIVE_VISIBLE = _native_visible is not None  # as installed (the tests may take it away)
-
 PREFILTER = _hs.HS_FLAG_PREFILTER if _hs is not None else 0  # for ``extra``: a superset is fine
 MIN_RUN = 8  # characters of a known secret in a row that are never written anywhere
-# What may stand between two characters a terminal shows side by side: CSI, OSC, a charset
-# designation, the other two-byte escapes (not "[" or "]": those open a CSI or an OSC), CR, BS.
-SEPARATOR = (
-    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]"
-    rb"|\x1b[0-Z\\^-~]|[\r\x08]"
-)
-_SEPARATOR = re.compile(SEPARATOR)
-# A sequence still open at the very end of a chunk (it stands between what came and what comes).
-_OPEN_AT_END = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]{0,256}|[()])?\Z")
-_SEP_BYTES = (b"\x1b", b"\r", b"\x08")
 TAIL_STEP = 64  # bytes of a chunk's end looked at first for a run that may go on
 
 Span = tuple[int, int]
@@ -85,34 +68,6 @@ def mask_spans(data: bytes, spans: Iterable[Span], mask: bytes) -> bytes:
         at = end
     parts.append(data[at:])
     return b"".join(parts)
-
-
-def visible(data: bytes) -> tuple[bytes, Sequence[int]]:
-    """``data`` without separators (and without a sequence left open at its end), and for each
-    byte kept its offset in ``data``. In C where it was built (the same result)."""
-    if _native_visible is not None and len(data) < 1 << 32:
-        text, offsets = _native_visible(data)
-        return text, memoryview(offsets).cast("I")
-    return visible_python(data)
-
-
-def visible_python(data: bytes) -> tuple[bytes, list[int]]:
-    """:func:`visible`, spelled in Python (where the C build is missing, and the reference for it)."""
-    end = len(data)
-    if (esc := data.rfind(b"\x1b", max(0, end - 300))) >= 0 and _OPEN_AT_END.match(data, esc):
-        end = esc
-    out = bytearray()
-    where: list[int] = []
-    at = 0
-    for m in _SEPARATOR.finditer(data, 0, end):
-        if m.start() > at:
-            out += data[at : m.start()]
-            where.extend(range(at, m.start()))
-        at = m.end()
-    if end > at:
-        out += data[at:end]
-        where.extend(range(at, end))
-    return bytes(out), where
 
 
 @dataclass
@@ -215,15 +170,6 @@ class PatternRemover:
         return b"".join(parts)
 
 
-def sequence_start(data: bytes, at: int) -> int:
-    """``at``, or the start of the escape sequence that ``at`` falls inside (its bytes would
-    otherwise read as text)."""
-    esc = data.rfind(b"\x1b", max(0, at - 300), at)
-    if esc >= 0 and (m := _SEPARATOR.match(data, esc)) is not None and m.end() > at:
-        return esc
-    return at
-
-
 _CACHE: dict[tuple[tuple[bytes, ...], tuple[tuple[bytes, int], ...], bool], SecretScan] = {}
 
 
@@ -269,7 +215,7 @@ class SecretScan:
         flags: list[int] = [0] * len(exprs)
         if self.secrets:  # a separator between two characters a secret has: maybe a spread run
             alphabet = self._alphabet
-            exprs.append(alphabet + b"(?:" + SEPARATOR + b")+" + alphabet)
+            exprs.append(alphabet + b"(?:" + separators.SEPARATOR + b")+" + alphabet)
             flags.append(single)
         exprs += [p for p, _ in self.extra]
         flags += [f | single for _, f in self.extra]
@@ -292,13 +238,13 @@ class SecretScan:
                     found.patterns.add(pid - spread_id)
 
             self._db.scan(data, match_event_handler=on_match)
-            if found.spread and _native_visible is None:
+            if found.spread and not separators.native():
                 # The second look (only where the separators are removed in Python): a separator
                 # between characters that follow each other in a secret.
                 found.spread = self._pairs_across(data)
             return found
         found.runs = self._python_runs(data)
-        found.spread = bool(self.secrets) and any(s in data for s in _SEP_BYTES)
+        found.spread = bool(self.secrets) and any(s in data for s in separators.SEP_BYTES)
         found.patterns = {
             i for i, pattern in enumerate(self._extra_re) if not pattern or pattern.search(data)
         }
@@ -310,7 +256,8 @@ class SecretScan:
         if self._som is None:
             assert _hs is not None
             self._som = _hs.Database()
-            between = SEPARATOR.replace(rb"{0,256}", b"*")  # a bounded payload is too large with SOM
+            # A bounded payload is too large with SOM: any length here.
+            between = separators.SEPARATOR.replace(rb"{0,256}", b"*")
             self._som.compile(
                 expressions=[self._alphabet + b"(?:" + between + b")+" + self._alphabet],
                 ids=[0],
@@ -348,9 +295,10 @@ class SecretScan:
     def spread_runs(self, data: bytes) -> list[Span]:
         """Every run in ``data`` with separators between its characters (the slow look)."""
         # Most chunks hold none: the text alone first, the offsets only for a chunk that does.
-        if _native_text is not None and len(data) < 1 << 32 and not self._gram_runs(_native_text(data)):
+        text = separators.visible_text(data)
+        if text is not None and not self._gram_runs(text):
             return []
-        plain, where = visible(data)
+        plain, where = separators.visible(data)
         return [(where[start], where[end - 1] + 1) for start, end in self._gram_runs(plain)]
 
     def _gram_runs(self, plain: bytes) -> list[Span]:
@@ -386,7 +334,7 @@ class SecretScan:
         low = max(0, n - TAIL_STEP)
         plain = max(data.rfind(b"\r", low), data.rfind(b"\x08", low)) + 1
         if (esc := data.rfind(b"\x1b", low)) >= 0:
-            m = _SEPARATOR.match(data, esc)
+            m = separators.SEPARATOR_RE.match(data, esc)
             plain = max(plain, m.end() if m else n)  # an open sequence at the end: look across it
         k = self._suffix_in_secrets(data[max(plain, low) :])
         if k < n - max(plain, low):
@@ -395,9 +343,9 @@ class SecretScan:
             return n  # the last character shown before the trailing separators is no secret's
         lo = low
         while True:  # the run reaches a separator (or the window): look through separators
-            lo = sequence_start(data, lo)
+            lo = separators.sequence_start(data, lo)
             piece = data[lo:]
-            text, where = visible(piece)
+            text, where = separators.visible(piece)
             k = self._suffix_in_secrets(text)
             if not k:
                 return n
@@ -415,7 +363,7 @@ class SecretScan:
             )
             if start < 0:
                 break
-            m = _SEPARATOR.match(data, start)
+            m = separators.SEPARATOR_RE.match(data, start)
             if m is None or m.end() != at:
                 break
             at = start

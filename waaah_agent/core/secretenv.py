@@ -1,0 +1,97 @@
+"""Which values of an environment are secrets: by the variable's name (``*_KEY``, ``*_TOKEN``,
+``*PASSWORD*``, ``*DSN*``, ``*WEBHOOK*``, ``WAAAH_NOTIFY``'s URLs, ...) and, in any variable, by
+their shape (a URL's credentials, a webhook URL, a key). :class:`core.redact.Redactor` masks what
+:func:`known_secrets` finds wherever it appears, whole or in part. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from waaah_agent.core.shapes import TEXT_SHAPES, URL, URL_CREDENTIALS, WEBHOOKS
+
+#: Name parts that make an environment variable a secret (split on ``_``).
+_SECRET_PARTS = frozenset(
+    [
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PAT",
+    ]
+)
+#: ... unless the name says the value is where a secret lives, not the secret.
+_NOT_A_VALUE = frozenset(
+    ["SOCK", "FILE", "PATH", "DIR", "URL", "HOST", "TYPE", "MODE", "METHOD", "ID", "NAME"]
+)
+#: Names that look like a secret's and are not: variable names to pass (``--pass-env``).
+_NOT_SECRETS = frozenset(["WAAAH_PASS_ENV"])
+MIN_SECRET = 8  # shorter values are too common to mask everywhere ("true", a port, a user name)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether the variable ``name`` holds a secret: a key, token, password (``*_PWD`` too), a
+    DSN, a webhook or our alert URLs (``WAAAH_NOTIFY``), and not where one lives (``*_FILE``)."""
+    upper = name.upper()
+    if upper in _NOT_SECRETS:
+        return False
+    parts = upper.split("_")
+    if "WEBHOOK" in upper or "DSN" in parts or (len(parts) > 1 and "PWD" in parts) or "NOTIFY" in parts:
+        return True
+    return bool(_SECRET_PARTS.intersection(parts)) and parts[-1] not in _NOT_A_VALUE
+
+
+def known_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret values in ``env``, long enough to be worth masking: each value of a variable
+    whose name says it is a secret (each word of a list: ``WAAAH_NOTIFY``'s URLs), and in any
+    variable the credentials of a URL (``scheme://user:password@``, the whole URL too) and a
+    webhook URL (its secret path, the whole URL too)."""
+    found: list[str] = []
+    for name, value in env.items():
+        if is_secret_name(name) and not value.startswith(("/", "~", "./")):
+            words = value.split()
+            found += words if len(words) > 1 else [value]
+            for word in words:
+                found += _url_tokens(word) if "://" in word else ()
+        found += secrets_in(value)
+    return tuple(dict.fromkeys(v for v in found if len(v) >= MIN_SECRET))
+
+
+def secrets_in(value: str) -> list[str]:
+    """What in ``value`` is a secret by its shape alone: URL credentials and webhook URLs (with
+    the whole URL each is in), and whatever :data:`SHAPES` finds."""
+    found: list[str] = []
+    for url in URL.findall(value) if "://" in value else ():
+        if (creds := URL_CREDENTIALS.search(url)) is not None:
+            found += [url, creds.group(2), f"{creds.group(1).split('://', 1)[1]}{creds.group(2)}@"]
+        if any(p.search(url) for p in WEBHOOKS):
+            found += [url, *_url_tokens(url)]
+    for pattern in TEXT_SHAPES:
+        for match in pattern.finditer(value):
+            found.append(match.group(0)[len(match.group(1)) :] if pattern.groups else match.group(0))
+    return found
+
+
+def _url_tokens(url: str) -> list[str]:
+    """The parts of a secret URL that look like tokens: its user and password, path segments and
+    query values of 16 characters or more, or of 8 or more with letters and digits (a host name,
+    with its dots, is not one)."""
+    segments = re.split(r"[/@?&=#]", url.split("://", 1)[-1])
+    return [
+        s
+        for s in segments
+        if "." not in s
+        and (
+            len(s) >= 16
+            or (len(s) >= MIN_SECRET and any(c.isdigit() for c in s) and any(c.isalpha() for c in s))
+        )
+    ]
