@@ -1,8 +1,9 @@
-"""The package's two native pieces: the ``.cast``'s JSON escaping (see castjson.py) and what a
-terminal shows of a raw stream, for the known secrets' look through escapes (see secretscan.py).
+"""The package's three native pieces: the ``.cast``'s JSON escaping (see castjson.py), what a
+terminal shows of a raw stream, for the known secrets' look through escapes (see separators.py),
+and the reads a wake-up finds ready on the agent's PTY, in one call (see child.py).
 
-``optional``: without a C compiler the package installs as before and does both in Python (the
-same bytes, more CPU under a flood).
+``optional``: without a C compiler the package installs as before and does all three in Python
+(the same bytes, more CPU under a flood).
 """
 
 from setuptools import Extension, setup
@@ -18,6 +19,12 @@ setup(
         Extension(
             "waaah_agent.core._visible",
             ["waaah_agent/core/_visible.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "waaah_agent.runtime.supervise._ptyread",
+            ["waaah_agent/runtime/supervise/_ptyread.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

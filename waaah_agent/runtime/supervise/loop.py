@@ -207,16 +207,10 @@ class Supervisor:
             # A PTY hands out at most 4 KiB per read. What it has ready is read in the same
             # wake-up (up to RELAY_READS reads) and goes to the terminal and the logs in one go.
             room = HIGH_WATER - (self.term.pending if self.term else 0)
-            data, batch, size = self.child.read(), [], 0
-            while data:
-                batch.append(data)
-                size += len(data)
-                if len(batch) >= RELAY_READS or size >= room:
-                    break
-                data = self.child.read()
-            if batch:
-                self._relay(batch[0] if len(batch) == 1 else b"".join(batch))
-            if data is None:
+            data, closed = self.child.read_ready(RELAY_READS, room)
+            if data:
+                self._relay(data)
+            if closed:
                 self._agent_gone()
 
     def _relay(self, data: bytes) -> None:
