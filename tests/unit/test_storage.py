@@ -1,5 +1,6 @@
 """Session state, locks, log rotation and workflow lookup on a temporary folder."""
 
+import collections
 import json
 import os
 import random
@@ -276,6 +277,35 @@ def test_the_text_log_never_joins_the_pieces_its_budget_cut(tmp_path, monkeypatc
     for at in range(len(token) - 7):
         assert token[at : at + 8] not in text, token[at : at + 8]
     assert replay(logs.cast_path).count(b"Bearer [REDACTED]") == 2  # the .cast has it all, masked
+
+
+def test_a_flood_of_batches_as_large_as_the_budget_still_leaves_each_second_s_lines(tmp_path, monkeypatch):
+    """Under a flood every batch is at least as large as a second's cleaning budget: each second
+    the whole lines within the budget are cleaned (never none), the rest is only in the .cast,
+    and no line in the text log is a piece of one."""
+    from waaah_agent.runtime.supervise import logs as logs_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(logs_module.time, "monotonic", lambda: clock[0])
+    lines = [f"line {i:06d} of the flood, the same length every time".encode() for i in range(40_000)]
+    stream = b"\r\n".join(lines) + b"\r\n"
+    batch = logs_module.BATCH + 4096  # a flood's batch: one read more than BATCH
+    logs = SessionLogs(tmp_path, "sim", (80, 24), Redactor({}))
+    for second, at in enumerate(range(0, len(stream), batch)):
+        clock[0] = 1000.0 + second * 1.01  # one batch a second, each over the budget
+        logs.output(stream[at : at + batch])
+        logs.flush()
+    logs.close()
+    text = [line.split(" ", 1)[1] for line in logs.text_path.read_text().splitlines()]
+    agent = [line for line in text if not line.startswith("[waaah]")]
+    assert all(line.encode() in lines for line in agent), [x for x in agent if x.encode() not in lines][:3]
+    per_second = collections.Counter(int(line.split()[1]) * (len(lines[0]) + 2) // batch for line in agent)
+    budget_lines = logs_module.CLEAN_PER_SECOND // (len(lines[0]) + 2)  # whole lines in the budget
+    full = len(stream) // batch  # (the last batch is a short one)
+    assert full >= 8 and [n for n in (per_second[i] for i in range(full)) if n < budget_lines - 2] == [], (
+        per_second
+    )
+    assert replay(logs.cast_path) == stream
 
 
 def test_a_key_echoed_a_cell_at_a_time_is_masked_however_the_reads_are_batched(tmp_path):

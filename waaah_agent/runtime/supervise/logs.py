@@ -207,19 +207,29 @@ class SessionLogs:
             return
         if now >= self._window_end:
             self._next_window(now)
-        if self._over or self._cleaned + len(data) > CLEAN_PER_SECOND:
-            # Over this second's budget: the rest of the second is only in the .cast (a smaller
-            # batch later in it must not go on the half line this one cut).
-            self._over = True
+        if self._over:  # the rest of a second whose budget ran out is only in the .cast
             self._skipped += len(data)
             self._frames.forget()
+        elif self._cleaned + len(data) > CLEAN_PER_SECOND:
+            # The second's budget ends in this batch (a flood's batches are as large as the
+            # budget): its whole lines within the budget are cleaned, the rest of the second is
+            # only in the .cast (a smaller batch later in it must not go on the half line cut).
+            whole = data.rfind(b"\n", 0, CLEAN_PER_SECOND - self._cleaned) + 1
+            self._over = True
+            self._skipped += len(data) - whole
+            self._clean(data[:whole], now)
+            self._frames.forget()
         elif not self._frames.repeats(data):  # a repeated redraw holds no new line
-            self._cleaned += len(data)
-            clean = self._after_cut(data) if self._resync else data
-            if clean and (lines := self._cleaner.feed(clean, now)):
-                self._lines(lines, now)
+            self._clean(data, now)
             self._frames.saw(data)
         self._cast_out(now, data, marks=marks)
+
+    def _clean(self, data: bytes, now: float) -> None:
+        """``data`` through the line cleaner into the text log (within the second's budget)."""
+        self._cleaned += len(data)
+        clean = self._after_cut(data) if self._resync else data
+        if clean and (lines := self._cleaner.feed(clean, now)):
+            self._lines(lines, now)
 
     def _after_cut(self, data: bytes) -> bytes:
         """After output left out: what follows the end of the line it cut (that line's rest is
