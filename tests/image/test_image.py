@@ -103,16 +103,18 @@ def test_the_pinned_clis_are_in_the_image(image, tmp_path):
 
 
 def test_the_record_is_escaped_and_looked_through_in_native_code_in_the_image(image, tmp_path):
-    """The image was built with a compiler (its wheel stage) and carries none itself: both C
-    pieces are in it (the .cast's escaping, the separators removed for the secrets' look)."""
+    """The image was built with a compiler (its wheel stage) and carries none itself: the three C
+    pieces are in it (the .cast's escaping, the separators removed for the secrets' look, the
+    PTY's reads in one call)."""
     root, config = image
     probe = (
         "from waaah_agent.core.supervise import castjson; from waaah_agent.core import separators; "
-        "print(castjson.NATIVE, separators.NATIVE_VISIBLE)"
+        "from waaah_agent.runtime.supervise import child; "
+        "print(castjson.NATIVE, separators.NATIVE_VISIBLE, child.NATIVE_READ)"
     )
     proc = engine_run(root, volume(tmp_path), config, {}, ["python3", "-c", probe])
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and out.decode().strip() == "True True", (out, err)
+    assert proc.returncode == 0 and out.decode().strip() == "True True True", (out, err)
     assert not (root / "usr" / "bin" / "gcc").exists()
 
 

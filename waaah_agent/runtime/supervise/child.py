@@ -25,6 +25,7 @@ try:  # the reads a wake-up finds ready, in one call; absent where built without
     from waaah_agent.runtime.supervise._ptyread import read_ready as _native_read
 except ImportError:  # pragma: no cover - exercised by monkeypatching it away
     _native_read = None
+NATIVE_READ = _native_read is not None  # as installed (the tests may take it away)
 
 PR_SET_PDEATHSIG = 1
 READ_SIZE = 65536
