@@ -67,8 +67,11 @@ def state_or_none(ws: Path) -> dict[str, Any] | None:
 
 
 def events(ws: Path, index: int = -1) -> list[dict[str, Any]]:
+    """The session's events so far: a line still being appended (a reader can see the first part
+    of a write that crosses a page) is not one yet."""
     path = session_dirs(ws)[index] / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 def sim_messages(ws: Path, native_id: str, role: str = "user") -> list[str]:
