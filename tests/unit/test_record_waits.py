@@ -149,3 +149,24 @@ def test_a_spinner_s_small_reads_are_recorded_together_each_at_its_own_time(tmp_
     times = [e[0] for e in events[: len(ticks)]]
     assert all(b - a >= 0.02 for a, b in zip(times, times[1:], strict=False))  # each at its time
     assert replay(logs.cast_path) == b"".join(ticks) + big + b"after the flood's read\r\n"
+
+
+def test_a_redraw_that_crosses_the_second_s_budget_is_not_cleaned_again(tmp_path: Path, monkeypatch) -> None:
+    """A batch over what is left of the second's cleaning budget has its whole lines cleaned,
+    unless it only draws the last redraw again: then its lines would be in the text log twice."""
+    from tests.unit.test_redraws import reads
+    from waaah_agent.runtime.supervise import logs as logs_module
+
+    frames = [r for r in reads() if len(r) > 3000][:3]
+    monkeypatch.setattr(logs_module, "CLEAN_PER_SECOND", len(frames[0]) + len(frames[1]) // 2)
+    logs = SessionLogs(tmp_path / "logs", "sim", (120, 40), Redactor({}))
+    cleaned: list[int] = []
+    clean = logs._cleaner.feed
+    logs._cleaner.feed = lambda data, now: (cleaned.append(len(data)), clean(data, now))[1]  # type: ignore[method-assign]
+    logs.output(frames[0], 1)
+    logs.flush()
+    logs.output(frames[1], 2, repeat=True)  # a repeat, over the budget left
+    logs.flush()
+    logs.close()
+    assert replay(logs.cast_path) == frames[0] + frames[1]
+    assert cleaned == [len(frames[0])], cleaned

@@ -3,8 +3,8 @@
  * read_ready(fd, reads, room) -> (bytes, closed)
  *
  * Reads the non-blocking fd until it has nothing more (EAGAIN), at most `reads` times, and
- * stops once `room` bytes or more were read or the buffer (4 KiB per read allowed: what a PTY
- * hands out at most) is full. One bytes object, one release of the GIL for all the reads:
+ * stops once `room` bytes or more were read or the buffer (`reads` x 4 KiB: a PTY hands out a
+ * few KiB a read) is full. One bytes object, one release of the GIL for all the reads:
  * under a flood a wake-up finds several reads ready, each otherwise a call from Python, a bytes
  * object, a release and a retaking of the GIL, and a join at the end.
  *
@@ -21,6 +21,7 @@
 #define PIECE 4096
 
 static PyObject *read_ready(PyObject *self, PyObject *args) {
+    (void)self;
     int fd;
     Py_ssize_t reads, room;
     if (!PyArg_ParseTuple(args, "inn:read_ready", &fd, &reads, &room)) return NULL;
@@ -53,8 +54,7 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     if (_PyBytes_Resize(&out, len) < 0) return NULL;
-    PyObject *result = Py_BuildValue("(NO)", out, closed ? Py_True : Py_False);
-    return result;
+    return Py_BuildValue("(NO)", out, closed ? Py_True : Py_False);
 }
 
 static PyMethodDef METHODS[] = {

@@ -212,9 +212,11 @@ class SessionLogs:
             self._frames.forget()
         elif self._cleaned + len(data) > CLEAN_PER_SECOND:
             # The second's budget ends in this batch (a flood's batches are as large as the
-            # budget): its whole lines within the budget are cleaned, the rest of the second is
-            # only in the .cast (a smaller batch later in it must not go on the half line cut).
-            whole = data.rfind(b"\n", 0, CLEAN_PER_SECOND - self._cleaned) + 1
+            # budget): its whole lines within the budget are cleaned (unless it only draws the
+            # last redraw again), the rest of the second is only in the .cast (a smaller batch
+            # later in it must not go on the half line cut).
+            repeat = self._frames.repeats(data)
+            whole = 0 if repeat else data.rfind(b"\n", 0, CLEAN_PER_SECOND - self._cleaned) + 1
             self._over = True
             self._skipped += len(data) - whole
             self._clean(data[:whole], now)

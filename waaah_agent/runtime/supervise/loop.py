@@ -204,8 +204,8 @@ class Supervisor:
         if mask & selectors.EVENT_WRITE:
             self.child.flush()
         if mask & selectors.EVENT_READ:
-            # A PTY hands out at most 4 KiB per read. What it has ready is read in the same
-            # wake-up (up to RELAY_READS reads) and goes to the terminal and the logs in one go.
+            # A PTY hands out a few KiB per read. What it has ready is read in the same wake-up
+            # (up to RELAY_READS reads, in one call) and goes to the terminal and the logs in one go.
             room = HIGH_WATER - (self.term.pending if self.term else 0)
             data, closed = self.child.read_ready(RELAY_READS, room)
             if data:
