@@ -14,7 +14,7 @@ export PATH := $(PATH):$(abspath $(CLI_DIR))/node_modules/.bin
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py waaah_agent/core/supervise/_jsonbytes.c waaah_agent/core/_visible.c \
+$(VENV)/.installed: pyproject.toml setup.py waaah_agent/core/supervise/_jsonbytes.c waaah_agent/core/secrets/_visible.c \
   waaah_agent/runtime/supervise/_ptyread.c
 	@echo "waaah: setting up $(VENV) (the Python packages; about a minute the first time)"
 	@set -e; start=$$(date +%s); \

@@ -17,8 +17,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "waaah_agent.core._visible",
-            ["waaah_agent/core/_visible.c"],
+            "waaah_agent.core.secrets._visible",
+            ["waaah_agent/core/secrets/_visible.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from waaah_agent.core import redact, separators, shapes  # noqa: E402
-from waaah_agent.core.redact import Redactor, cast_facts  # noqa: E402
+from waaah_agent.core.secrets import redact, separators, shapes  # noqa: E402
+from waaah_agent.core.secrets.redact import Redactor, cast_facts  # noqa: E402
 from waaah_agent.core.supervise import castjson
 from waaah_agent.core.supervise.textlog import LineCleaner  # noqa: E402
 from waaah_agent.runtime.supervise import logs as logs_module

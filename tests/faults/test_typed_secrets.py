@@ -34,7 +34,7 @@ from tests.runtime.helpers import (
     spawn_waaah,
     state,
 )
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.runtime.supervise.logfiles import replay
 from waaah_agent.runtime.supervise.logs import SessionLogs
 

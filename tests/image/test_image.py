@@ -108,7 +108,7 @@ def test_the_record_is_escaped_and_looked_through_in_native_code_in_the_image(im
     PTY's reads in one call)."""
     root, config = image
     probe = (
-        "from waaah_agent.core.supervise import castjson; from waaah_agent.core import separators; "
+        "from waaah_agent.core.supervise import castjson; from waaah_agent.core.secrets import separators; "
         "from waaah_agent.runtime.supervise import child; "
         "print(castjson.NATIVE, separators.NATIVE_VISIBLE, child.NATIVE_READ)"
     )

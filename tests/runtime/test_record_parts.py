@@ -12,7 +12,7 @@ from pathlib import Path
 import pexpect
 
 from tests.runtime.helpers import WAAAH, session_dirs, sim_env, spawn_waaah, state
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.runtime.night.replay import parse_at, read_record
 from waaah_agent.runtime.supervise.logfiles import replay
 from waaah_agent.runtime.supervise.logs import SessionLogs

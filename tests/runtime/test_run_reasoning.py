@@ -15,7 +15,7 @@ import pytest
 from tests.envelope_schema import check, refused
 from tests.runtime.helpers import WAAAH
 from tests.unit.test_run_streams import RECORDED, STREAMS
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import SessionNotFound
 from waaah_agent.runtime.oneshot import run_reasoning, runlog
 

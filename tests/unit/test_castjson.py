@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretscan import scanner
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretscan import scanner
 from waaah_agent.core.supervise import castjson
 from waaah_agent.core.supervise.castjson import FACTS, escaped, json_string, replaced
 from waaah_agent.runtime.supervise.logfiles import char_boundary
@@ -84,7 +84,7 @@ def test_a_mask_inside_a_non_ascii_secret_makes_the_record_spell_it_safely():
 def test_without_the_native_escaping_the_record_is_the_same(monkeypatch):
     """Installed without a C compiler: the native pass says what to escape and replace does it,
     to the same bytes (a masked secret, every kind of piece, a cut character at the end)."""
-    from waaah_agent.core import redact
+    from waaah_agent.core.secrets import redact
 
     r = Redactor(["sécret-κey-0123456789", "AIzaSyBench-0123456789abcdefghijklmnopq"])
     chunks = [b"".join(PIECES), "key AIzaSyBench-0123456789abcdefghijklmnopq ✓ ret-κey-0123\r\n".encode()]

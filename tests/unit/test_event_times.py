@@ -39,7 +39,7 @@ def test_old_float_and_new_iso_times_both_read() -> None:
 
 
 def test_observers_see_each_event_masked(tmp_path: Path) -> None:
-    from waaah_agent.core.redact import Redactor
+    from waaah_agent.core.secrets.redact import Redactor
 
     session = SessionDir(tmp_path, "s-2")
     session.redact = Redactor(["hunter2-secret-value"])

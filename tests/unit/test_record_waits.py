@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.runtime.supervise.logfiles import replay
 from waaah_agent.runtime.supervise.logs import SessionLogs
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waaah_agent.core.redact import MASK, Redactor
-from waaah_agent.core.secretenv import is_secret_name, known_secrets
-from waaah_agent.core.secretscan import native_available
+from waaah_agent.core.secrets.redact import MASK, Redactor
+from waaah_agent.core.secrets.secretenv import is_secret_name, known_secrets
+from waaah_agent.core.secrets.secretscan import native_available
 
 KEY = "AIzaSyD-0123456789abcdefghijklmnopqrstu"
 SHAPED = [
@@ -86,7 +86,7 @@ def test_a_known_value_with_escapes_between_its_characters_is_masked():
 def cast_stream(r: Redactor, chunks: list[bytes]) -> bytes:
     """What SessionLogs writes to the .cast: a token-like word at the end held back as it came,
     the rest masked, and of that a tail where a known value may go on held back."""
-    from waaah_agent.core.shapes import word_from
+    from waaah_agent.core.secrets.shapes import word_from
 
     out, hold = b"", b""
     for chunk in chunks:
@@ -154,8 +154,8 @@ _SHAPE_PIECES = [
 def test_shapes_looked_for_only_by_their_anchors_mask_the_same(parts):
     """The anchor check before each shape's pattern (one native pass over an ASCII text, a
     search per anchor otherwise) never lets a shape through."""
-    from waaah_agent.core.redact import _keep_prefix
-    from waaah_agent.core.shapes import TEXT_SHAPES
+    from waaah_agent.core.secrets.redact import _keep_prefix
+    from waaah_agent.core.secrets.shapes import TEXT_SHAPES
 
     text = "".join(parts)
     everything = text
@@ -178,7 +178,7 @@ _SCANS: list = []  # (native, python), compiled once for all the examples
 )
 def test_the_python_search_finds_what_the_native_one_finds(pieces):
     """Where hyperscan has no wheels the same runs are found, spread or not, in Python."""
-    from waaah_agent.core.secretscan import SecretScan, merge
+    from waaah_agent.core.secrets.secretscan import SecretScan, merge
 
     if not _SCANS:
         _SCANS.extend([SecretScan([KEY.encode()]), SecretScan([KEY.encode()], native=False)])
@@ -193,7 +193,7 @@ def test_a_long_text_without_anchors_is_one_native_pass(monkeypatch: pytest.Monk
     search per anchor (compared on the same machine in the same test: the figures are printed)."""
     import time
 
-    import waaah_agent.core.redact as redact
+    import waaah_agent.core.secrets.redact as redact
 
     redactor = Redactor(["a-known-secret-value-1234"])
     text = ("lorem ipsum dolor sit amet, consectetur adipiscing elit " * 150)[:8192]
@@ -218,8 +218,8 @@ def test_a_long_text_without_anchors_is_one_native_pass(monkeypatch: pytest.Monk
 # -- the raw stream's shapes, tried only where they may begin -----------------------------------
 def _whole_chunk(data: bytes) -> bytes:
     """The reference: each shape's pattern, then the assignments', over the whole chunk."""
-    from waaah_agent.core.redact import _keep_raw_prefix
-    from waaah_agent.core.shapes import RAW_ASSIGN, RAW_SHAPES
+    from waaah_agent.core.secrets.redact import _keep_raw_prefix
+    from waaah_agent.core.secrets.shapes import RAW_ASSIGN, RAW_SHAPES
 
     for _, pattern in RAW_SHAPES:
         data = pattern.sub(_keep_raw_prefix, data)
@@ -243,8 +243,8 @@ def test_raw_shapes_mask_what_their_patterns_mask_over_the_whole_chunk(pieces):
 
 
 def test_raw_assignments_without_the_native_search_mask_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    from waaah_agent.core import redact
-    from waaah_agent.core.secretscan import MatchEnds
+    from waaah_agent.core.secrets import redact
+    from waaah_agent.core.secrets.secretscan import MatchEnds
 
     data = "".join(RAW_PIECES * 3).encode()
     native = Redactor().raw(data)
@@ -253,7 +253,7 @@ def test_raw_assignments_without_the_native_search_mask_the_same(monkeypatch: py
 
 
 def test_each_raw_shape_begins_with_one_of_its_starts():
-    from waaah_agent.core.shapes import RAW_SHAPES, RAW_STARTS
+    from waaah_agent.core.secrets.shapes import RAW_SHAPES, RAW_STARTS
 
     assert len(RAW_STARTS) == len(RAW_SHAPES)
     text = " ".join(SHAPED + ["Bearer abcdefghijklmnop", "bEaReR abcdefghijklmnop"]).encode()

@@ -60,7 +60,7 @@ def test_only_a_redraw_that_changes_nothing_but_ticking_glyphs_is_a_repeat():
 def test_the_native_removal_of_ticking_glyphs_is_python_s_on_every_frame_and_on_noise():
     from random import Random
 
-    from waaah_agent.core.secretscan import PatternRemover, native_available
+    from waaah_agent.core.secrets.secretscan import PatternRemover, native_available
     from waaah_agent.core.supervise.redraws import GLYPHS
 
     native, python = PatternRemover(GLYPHS), PatternRemover(GLYPHS, native=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import SessionBusy, WorkflowNotFound
 from waaah_agent.runtime.store import CorruptSession, SessionState, SessionStore, atomic_write
 from waaah_agent.runtime.supervise.logfiles import RETRY_AFTER, RollingFile, json_text, prune, replay

@@ -1,7 +1,7 @@
 """Escape filtering, the screen model, the clean text log and redaction."""
 
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.core.supervise.escapes import MAX_PENDING, Splitter, for_pyte, split_incomplete
 from waaah_agent.core.supervise.screen import Screen
 from waaah_agent.core.supervise.textlog import LineCleaner

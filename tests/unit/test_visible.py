@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.native import native_module
-from waaah_agent.core import secretscan, separators
-from waaah_agent.core.redact import MASK, Redactor
-from waaah_agent.core.secretscan import SecretScan, merge
-from waaah_agent.core.separators import visible_python
+from waaah_agent.core.secrets import secretscan, separators
+from waaah_agent.core.secrets.redact import MASK, Redactor
+from waaah_agent.core.secrets.secretscan import SecretScan, merge
+from waaah_agent.core.secrets.separators import visible_python
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
-_native = native_module("waaah_agent.core._visible", "separators are removed in Python")
+_native = native_module("waaah_agent.core.secrets._visible", "separators are removed in Python")
 visible, visible_text = _native.visible, _native.visible_text
 
 KEY = "sk-ant-api03-Zq8mN2vX7pL4kR9tY1wB6cD3fG5hJ0sA-_uEiOoP"

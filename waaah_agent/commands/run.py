@@ -51,8 +51,8 @@ from waaah_agent.commands.running import _exit, _masked
 from waaah_agent.core import failures as F
 from waaah_agent.core.oneshot import outputs, present
 from waaah_agent.core.oneshot.run_inputs import CONTEXT_MAX, RunInputs, split_tools
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.errors import SessionNotFound, UsageError, WaaahError
 
 

@@ -15,8 +15,8 @@ from waaah_agent import settings
 from waaah_agent.commands.options import PassThrough, _headless_list, _UsageError
 from waaah_agent.core import failures as F
 from waaah_agent.core.oneshot import outputs, present
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -29,8 +29,8 @@ def _masked(text: str, *secrets: str | None) -> str:
     """What we print, with the secrets of this environment (and any given by a flag) masked and
     the control characters of the data in it shown, not acted on (core/printable.py)."""
     from waaah_agent.core.printable import printable
-    from waaah_agent.core.redact import Redactor
-    from waaah_agent.core.secretenv import known_secrets
+    from waaah_agent.core.secrets.redact import Redactor
+    from waaah_agent.core.secrets.secretenv import known_secrets
 
     redact = Redactor(known_secrets(settings.with_private(os.environ)))
     for secret in secrets:

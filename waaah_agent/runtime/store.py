@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.session_fields import REQUIRED, field_problem, kind
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted

@@ -1,7 +1,7 @@
 """The raw stream as a JSON string for the ``.cast``, escaped on the bytes. Pure.
 
 JSON wants only a few bytes escaped: the quote, the backslash and the control characters. The
-native pass over each chunk (``core/secretscan.py``, with the secrets' search) also says which
+native pass over each chunk (``core/secrets/secretscan.py``, with the secrets' search) also says which
 of them the chunk holds and whether it is valid UTF-8 (``FACTS``). Valid UTF-8 with only the
 common ones (ESC, CR, LF, tab, BEL, backspace) is escaped by one ``bytes.replace`` per byte
 present: no decoding to ``str`` and back, which cost as much again. Anything else (invalid UTF-8,

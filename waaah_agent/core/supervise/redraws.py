@@ -10,7 +10,7 @@ Pure: bytes in, a yes or no out.
 
 from __future__ import annotations
 
-from waaah_agent.core.secretscan import PatternRemover
+from waaah_agent.core.secrets.secretscan import PatternRemover
 
 REDRAW = b"\x1b[2K\x1b[1A"  # a frame that starts by erasing the lines above it draws them anew
 # What changes between two frames: colours (gemini's spinner cycles through a gradient; the

@@ -31,7 +31,7 @@ from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig, BreakerState, shaped
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import storage_error
 from waaah_agent.runtime.private import untrusted
 from waaah_agent.runtime.store import atomic_write

@@ -17,7 +17,7 @@ shell tool running ``env``), so each CLI gets only:
 
 Everything else (``DATABASE_URL``, ``SSH_AUTH_SOCK``, ``KUBECONFIG``, ``AWS_*``, another
 provider's key, ...) stays with the user; the values of the secret-looking ones are masked
-wherever waaah writes (core/redact.py: :func:`known_secrets`).
+wherever waaah writes (core/secrets/redact.py: :func:`known_secrets`).
 """
 
 from __future__ import annotations

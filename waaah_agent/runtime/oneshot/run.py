@@ -25,8 +25,8 @@ from waaah_agent.core.oneshot.run_budget import RunBudget, needs_prices
 from waaah_agent.core.oneshot.run_inputs import ticket_name
 from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Prices
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.errors import CliNotFound, LoginRequired, SessionNotFound, UsageError, WaaahError
 from waaah_agent.runtime import price_file
 from waaah_agent.runtime.oneshot import listing, providers, routes, run_inputs, run_trees, runlog

@@ -29,7 +29,7 @@ from waaah_agent.core.oneshot.resilience import cli_share, next_step
 from waaah_agent.core.oneshot.run_budget import RunBudget, attempt_cost
 from waaah_agent.core.oneshot.streams import StreamSummary, Tokens
 from waaah_agent.core.prices import Prices
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import CliNotFound, UsageError
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.oneshot import cli_env, run_envelope, runlog

@@ -16,8 +16,8 @@ from waaah_agent import adapters, settings
 from waaah_agent.core.oneshot import models, present
 from waaah_agent.core.oneshot import run_inputs as R
 from waaah_agent.core.oneshot.run_inputs import CliPlan, InputError
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import clis
 from waaah_agent.runtime.oneshot.run_io import (

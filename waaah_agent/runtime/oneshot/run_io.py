@@ -14,7 +14,7 @@ from waaah_agent.core import failures as F
 from waaah_agent.core.oneshot import outputs, present
 from waaah_agent.core.oneshot.resilience import RetryConfig
 from waaah_agent.core.oneshot.run_inputs import RunInputs
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import UsageError, run_exit_code, storage_error
 from waaah_agent.runtime.store import atomic_write
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from waaah_agent.core.oneshot.streams import StreamParser
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 
 
 class LineOut:

@@ -32,7 +32,7 @@ from typing import IO, Any
 from waaah_agent import settings
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.restore import own_prompt
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import UsageError, storage_error
 from waaah_agent.runtime import reaper
 from waaah_agent.runtime.private import private_dir

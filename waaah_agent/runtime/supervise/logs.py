@@ -16,8 +16,8 @@ from collections import deque
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.shapes import word_from
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.shapes import word_from
 from waaah_agent.core.supervise.castjson import escaped
 from waaah_agent.core.supervise.redraws import RepeatedFrames
 from waaah_agent.core.supervise.textlog import LineCleaner

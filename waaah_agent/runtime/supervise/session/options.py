@@ -12,7 +12,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core import names
 from waaah_agent.core.prices import Prices
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.supervise.backoff import BackoffConfig
 from waaah_agent.core.supervise.policy import PolicyConfig
 from waaah_agent.errors import (

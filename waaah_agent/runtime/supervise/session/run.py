@@ -15,7 +15,7 @@ from pathlib import Path
 
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.prices import cost_of
-from waaah_agent.core.redact import Redactor
+from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.supervise.events import Compacted, EventKind, LimitStated, Outcome, TokensCounted
 from waaah_agent.core.supervise.lifecycle import (
     FirstPrompt,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
-from waaah_agent.core.redact import Redactor
-from waaah_agent.core.secretenv import known_secrets
+from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.core.supervise.backoff import Restarts
 from waaah_agent.core.supervise.events import EventKind, Outcome, StopReason
 from waaah_agent.core.supervise.lifecycle import (

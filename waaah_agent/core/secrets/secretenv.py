@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from waaah_agent.core.shapes import TEXT_SHAPES, URL, URL_CREDENTIALS, WEBHOOKS
+from waaah_agent.core.secrets.shapes import TEXT_SHAPES, URL, URL_CREDENTIALS, WEBHOOKS
 
 #: Name parts that make an environment variable a secret (split on ``_``).
 _SECRET_PARTS = frozenset(

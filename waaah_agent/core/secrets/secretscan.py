@@ -7,7 +7,7 @@ with cursor moves between them. So a run is found
 
 * contiguous, by its MIN_RUN-byte pieces ("grams"): every run of MIN_RUN or more is covered by
   them, and
-* spread: with escape sequences, CR or backspaces (``core/separators.py``) between its characters. That
+* spread: with escape sequences, CR or backspaces (``core/secrets/separators.py``) between its characters. That
   search works on the text with the separators removed (``visible``), and runs only when the
   native pass saw a separator between two characters that secrets have (plain text has none;
   a TUI's coloured frames often do). Where the package was built with a C compiler, the
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from waaah_agent.core import separators
+from waaah_agent.core.secrets import separators
 
 _hs: Any
 try:  # native multi-pattern search; absent on platforms without its wheels

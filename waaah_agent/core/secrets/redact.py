@@ -2,20 +2,20 @@
 
 Two kinds of secret are masked:
 
-* **Known values** (``core/secretenv.py``): the values of environment variables whose names say
+* **Known values** (``core/secrets/secretenv.py``): the values of environment variables whose names say
   they are secrets (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_PWD``, ``*DSN*``,
   ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs, ...; the WAAAH key among
   them), and in any variable a URL's credentials (``postgres://user:password@``) and a webhook
   URL. Found whole or in part (any run of ``MIN_RUN`` of their characters: a key echoed as it is
   typed grows a character at a time), wherever they appear, also with terminal escape sequences,
   carriage returns or backspaces between their characters (a TUI redrawing a line, a diff-based
-  TUI writing a character at a time); see ``core/secretscan.py``.
+  TUI writing a character at a time); see ``core/secrets/secretscan.py``.
 * **Shapes**: what keys and tokens look like: ``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``,
   ``ghp_/gho_/ghu_/ghs_/ghr_…``, ``github_pat_…``, ``xox?-…``, ``AKIA…``/``ASIA…``, JWTs,
   ``Bearer …``, ``key-…``, ``ant-api…`` and ``api_key=…``/``token: …`` assignments; in text
   (not on the raw stream) also a URL's password and webhook URLs (Slack, Discord, Teams,
   Telegram, any URL that says webhook). A shape is looked for only around its anchors; they are
-  defined in ``core/shapes.py``.
+  defined in ``core/secrets/shapes.py``.
 
 The raw stream (the ``.cast``) is bytes and hot: :meth:`Redactor.raw` makes one native pass
 for the known values' runs and the shapes' prefilters, and runs a shape's regex only when that
@@ -28,10 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from waaah_agent.core.rawshapes import RawShapes
-from waaah_agent.core.secretenv import MIN_SECRET
-from waaah_agent.core.secretscan import PatternSet, SecretScan, mask_spans, scanner
-from waaah_agent.core.shapes import (
+from waaah_agent.core.secrets.rawshapes import RawShapes
+from waaah_agent.core.secrets.secretenv import MIN_SECRET
+from waaah_agent.core.secrets.secretscan import PatternSet, SecretScan, mask_spans, scanner
+from waaah_agent.core.secrets.shapes import (
     ASSIGN_NAME,
     RAW_ASSIGN,
     RAW_PREFILTERS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from waaah_agent.core.secretscan import MatchEnds
+from waaah_agent.core.secrets.secretscan import MatchEnds
 
 DENSE = 64
 _NAME_BYTES_BACKWARDS = re.compile(rb"[A-Za-z_\-\"'\s]*")  # what a name and the blanks after it hold

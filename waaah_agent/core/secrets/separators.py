@@ -3,7 +3,7 @@
 A *separator* is an escape sequence (CSI, OSC, a charset designation, a two-byte escape), a
 carriage return or a backspace: a TUI redrawing a line or writing a character at a time puts
 them between the characters of what it shows. :func:`visible` removes them (and a sequence left
-open at the end) and says where each kept byte was; the secrets' search (``core/secretscan.py``)
+open at the end) and says where each kept byte was; the secrets' search (``core/secrets/secretscan.py``)
 looks for a secret's runs in that text. Where the package was built with a C compiler this is
 one pass in C (``_visible.c``, ~1 GB/s); elsewhere the same result in Python, ~100 times slower.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 _native_visible: Callable[[bytes], tuple[bytes, bytes]] | None
 _native_text: Callable[[bytes], bytes] | None
 try:  # the separators removed in C; absent where the package was built without a compiler
-    from waaah_agent.core._visible import visible as _native_visible
-    from waaah_agent.core._visible import visible_text as _native_text
+    from waaah_agent.core.secrets._visible import visible as _native_visible
+    from waaah_agent.core.secrets._visible import visible_text as _native_text
 except ImportError:  # pragma: no cover - exercised by monkeypatching it away
     _native_visible = _native_text = None
 NATIVE_VISIBLE = _native_visible is not None  # as installed (the tests may take it away)

@@ -5,7 +5,7 @@ pure function; :mod:`core.redact` masks with them.
   ...), each with the anchors every match of it contains; in text only, also a URL's password and
   webhook URLs; and assignments (``api_key=…``, ``"token": "…"``).
 * The raw stream's spellings: the same shapes as bytes, the literals each begins with
-  (``RAW_STARTS``: tried only there, ``core/rawshapes.py``) and the prefilters of the native pass.
+  (``RAW_STARTS``: tried only there, ``core/secrets/rawshapes.py``) and the prefilters of the native pass.
 * :func:`word_from`: where a token-like word at a chunk's end begins (it may go on in the next
   read).
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from waaah_agent.core.secretscan import PREFILTER
-from waaah_agent.core.separators import sequence_start
+from waaah_agent.core.secrets.secretscan import PREFILTER
+from waaah_agent.core.secrets.separators import sequence_start
 
 _TOKEN = r"[A-Za-z0-9_\-]"
 _URL_PASSWORD = r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(?=@)"
@@ -68,7 +68,7 @@ TEXT_ANCHORED = tuple(
 )
 RAW_SHAPES = tuple((tuple(a.encode() for a in anchors), re.compile(p.encode())) for anchors, p in SHAPES)
 RAW_ASSIGN = re.compile(ASSIGN.encode())
-# On the raw stream a shape is tried only where a match of it can begin (core/rawshapes.py):
+# On the raw stream a shape is tried only where a match of it can begin (core/secrets/rawshapes.py):
 # each of SHAPES begins with one of these literals (bearer in any case: looked for in lower case).
 RAW_STARTS: tuple[tuple[tuple[bytes, ...], bool], ...] = (
     ((b"sk-",), False),
