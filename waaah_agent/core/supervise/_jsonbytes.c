@@ -130,6 +130,8 @@ static PyObject *escape_utf8(PyObject *module, PyObject *arg) {
             continue;
         }
         Py_ssize_t plain = i - run;
+        /* reserve() checks the room itself; called for every escape (it is not inlined) it
+         * cost the escaping a fifth more: called only when the room is short. */
         if (room - used < plain + SLACK) {
             if (reserve(&out, &room, used, plain + SLACK) < 0) {
                 PyBuffer_Release(&view);

@@ -113,7 +113,7 @@ class AgentProcess:
                 break
             batch.append(data)
             size += len(data)
-        return (batch[0] if len(batch) == 1 else b"".join(batch)), False
+        return b"".join(batch), False  # (one read: that read itself, not a copy)
 
     # -- input -------------------------------------------------------------------------
     def queue(self, data: bytes) -> None:
