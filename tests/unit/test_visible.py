@@ -147,18 +147,19 @@ def test_a_key_spread_through_each_clis_frames_is_masked_with_and_without_the_c_
 
 def test_a_tuis_frames_cost_a_fraction_of_the_python_look():
     """claude's recorded frames with a realistic key: the look through escapes in C against the
-    Python one it replaces (~4x less CPU for the whole pass here; asserted: less than half)."""
+    Python one it replaces (~4x less CPU for the whole pass on a quiet machine, 2x seen on a loaded
+    one; asserted: under 0.6 of it, where the C look unused would be about 1)."""
     rnd = random.Random(1)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     key = "sk-ant-api03-" + "".join(rnd.choice(alphabet) for _ in range(80))
     stream = _stream(FIXTURES / "streams" / "claude-2.1.332" / "wait-loop.jsonl.gz")
-    data = (stream * (4_000_000 // len(stream) + 1))[:4_000_000]
+    data = (stream * (16_000_000 // len(stream) + 1))[:16_000_000]
     batches = [data[i : i + 262144] for i in range(0, len(data), 262144)]  # as the record batches
 
     def cpu() -> float:
         red = Redactor([key])
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5):
             started = time.process_time()
             for batch in batches:
                 red.record(batch)
@@ -169,6 +170,6 @@ def test_a_tuis_frames_cost_a_fraction_of_the_python_look():
     with pytest.MonkeyPatch.context() as mp:
         _python_only(mp)
         without = cpu()
-    print(f"4 MB of a TUI's frames, the secrets' pass: {with_c:.3f} s with C, {without:.3f} s without")
+    print(f"16 MB of a TUI's frames, the secrets' pass: {with_c:.3f} s with C, {without:.3f} s without")
     if secretscan.native_available():
-        assert with_c < without / 2, (with_c, without)
+        assert with_c < without * 0.6, (with_c, without)
