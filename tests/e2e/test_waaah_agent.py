@@ -8,8 +8,10 @@ configures itself (gemini: its user settings; claude: a per-run --mcp-config).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -439,13 +441,18 @@ def test_stopped_server_warns_and_the_session_carries_on(tmp_path):
         env = cli_env("gemini", tmp_path / "home", ws, model.url)
         env["WAAAH_SERVER_CHECK_SECONDS"] = "1"
         child = spawn(ws, env, "--start=gemini", f"--server={url}")
+        child.logfile_read = seen = io.BytesIO()
         child.expect(f"Cannot connect to WAAAH server at {url}. Agent will run without MCP.")
         child.expect("WORKING-WITHOUT-SERVER")
         assert len(workflow_requests(model)) == 1
         # The turn ended outside the loop, but its tool cannot work: no continue prompt (the first
         # would come 2 s after the turn ended), the title and `waaah status` say what it waits for.
+        # gemini sets its own title as its turn ends ("Ready"): ours follows it, and stays.
         child.expect("waaah: gemini waits for the WAAAH server")
         pump_for(child, 8)
+        titles = re.findall(rb"\x1b\]0;([^\x07]*)\x07", seen.getvalue())
+        assert any(b"Ready" in t for t in titles), titles
+        assert titles[-1].startswith(b"waaah: gemini waits for the WAAAH server"), titles
         assert continue_requests(model) == []
         status = subprocess.run(
             [WAAAH, "status"], cwd=ws, env=env, capture_output=True, text=True, timeout=30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -236,7 +237,16 @@ def start_sim(ws: Path, home: Path, cols: int, rows: int, *args: str) -> Seen:
 
 
 def sim_idle(seen: Seen) -> bool:
-    return seen.screen.title.startswith("◇") and any("simulated-workspace" in r for r in seen.rows)
+    """The simulated agent's last title says it is idle (in a pane too small, ours stays over it:
+    its last title is found in what the terminal received)."""
+    titles = [
+        t for t in re.findall(rb"\x1b\]0;([^\x07]*)\x07", bytes(seen.raw)) if not t.startswith(b"waaah:")
+    ]
+    return (
+        bool(titles)
+        and titles[-1].decode().startswith("◇")
+        and any("simulated-workspace" in r for r in seen.rows)
+    )
 
 
 @pytest.mark.parametrize(
@@ -359,6 +369,55 @@ def test_a_held_title_stays_over_the_agent_s_own_until_released():
     count = len(written)
     out.agent_titled("◇  Ready (ws)")
     assert len(written) == count  # nothing of ours over it now
+
+
+HELD = "waaah: gemini waits for the WAAAH server (unreachable)"
+OURS = f"\x1b]0;{HELD}\x07".encode()
+
+
+@pytest.mark.parametrize(
+    ("reads", "after"),
+    [
+        # gemini's "Working" then "Ready" between two reads of its screen: never seen there
+        ([b"\x1b]0;\xe2\x9c\xa6  Working\x07 text \x1b]0;\xe2\x97\x87  Ready\x07"], [0]),
+        ([b"\x1b]2;a title\x07 more"], [0]),  # OSC 2: the title alone
+        ([b"text \x1b]0;Ready (ws)", b" more of it\x07 after"], [1]),  # ours once it ended
+        ([b"text \x1b]", b"0;Ready\x07"], [1]),  # the intro cut by the reads
+        ([b"text \x1b]0", b";Ready\x07"], [1]),
+        ([b"text \x1b]0;", b"Ready\x07"], [1]),  # seen in the first, written after the end
+        ([b"\x1b]8;;https://example.com\x07link\x1b]8;;\x07"], []),  # a hyperlink is no title
+        ([b"\x1b]7;file://host/ws\x07", b"plain " * 1000], []),
+        ([b"\x1b]0;a\x07", b"\x1b]0;b\x07"], [0, 1]),  # each time
+    ],
+)
+def test_a_held_title_is_said_again_right_after_the_agent_s_own_title_sequence(reads, after):
+    """The agent's title reaches the terminal in its output; a held title of ours follows it at
+    once (never inside it), without waiting for a read of the screen to see the title change."""
+    written: list[bytes] = []
+    out = Overlay(written.append, (120, 40))
+    out.our_title(HELD, hold=True)
+    written.clear()
+    said_after = []
+    for n, data in enumerate(reads):
+        before = len(written)
+        out.relayed(data)
+        said_after += [n] * written[before:].count(OURS)
+        assert written[before:] in ([], [OURS])  # only ours, whole, once at most a read
+    assert said_after == after
+    out.our_title("waaah: gemini", hold=False)  # released: the agent's titles stand alone
+    written.clear()
+    out.relayed(b"\x1b]0;Ready\x07")
+    assert written == []
+
+
+def test_a_small_pane_s_title_is_said_again_after_the_agent_s():
+    written: list[bytes] = []
+    out = Overlay(written.append, (20, 10))
+    out.check_size()
+    assert written and b"too small" in written[-1]
+    written.clear()
+    out.relayed(b"\x1b]0;Ready\x07")
+    assert len(written) == 1 and b"too small" in written[0]
 
 
 @pytest.mark.parametrize(

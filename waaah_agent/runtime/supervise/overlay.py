@@ -9,6 +9,7 @@ inside one of the agent's escape sequences or UTF-8 characters: it waits for the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 # The Ctrl+C menu, longest first: the first that fits the width without its last column.
@@ -17,6 +18,7 @@ MENU_FORMS = (
     " waaah: [c]ontinue [s]ave+exit [p]ass ^C ",
     " [c] [s] [p] ",
 )
+TITLE_SET = re.compile(rb"\x1b\][02];")  # OSC 0 (icon name and title) or OSC 2 (title)
 ALT_SCREEN = b"\x1b[?1049"  # + h: the alternate screen; + l: back to the main one
 TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
 # At the end, the modes a CLI may leave on: attributes, a hidden cursor, no autowrap, a scroll
@@ -48,7 +50,13 @@ class Overlay:
     def relayed(self, data: bytes) -> None:
         """The agent's ``data`` just went to the terminal: what of ours waited may follow."""
         self._alt_screen_in(data)
+        ours = self._title_over_agents()
+        # The agent set its own title over ours: ours again right after it (the screen's reads
+        # come later, and a title set and set back between two of them is never seen there).
+        retitle = bool(ours) and b"\x1b]" in (edge := self.tail[-3:] + data) and bool(TITLE_SET.search(edge))
         self.tail = data[-TAIL:] if len(data) >= TAIL else (self.tail + data)[-TAIL:]
+        if retitle:
+            self.title(ours)  # now, or once the agent's title sequence ended (held)
         if (self.menu_shown or self.held) and not inside_sequence(self.tail):
             held, self.held = self.held, b""
             self.write(held)
@@ -89,13 +97,17 @@ class Overlay:
             self.title(text if hold else (self.agent_title or text))
 
     def agent_titled(self, title: str) -> None:
-        """The agent set its own title: over a small pane's warning or a held title, say that again."""
+        """The agent's title read on its screen changed: over a small pane's warning or a held
+        title, say that again (the agent's title sequences in its output already did, in
+        ``relayed``; this is for a title set some other way)."""
         if title != self.agent_title:
             self.agent_title = title
-            if self.too_small:
-                self.title(self.small_title)
-            elif self.held_title:
-                self.title(self.held_title)
+            if ours := self._title_over_agents():
+                self.title(ours)
+
+    def _title_over_agents(self) -> str:
+        """Our title that stays over the agent's own ("" when the agent's may show)."""
+        return self.small_title if self.too_small else self.held_title
 
     # -- the Ctrl+C menu --------------------------------------------------------------------
     def menu(self, show: bool) -> None:
