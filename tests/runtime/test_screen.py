@@ -388,6 +388,7 @@ OURS = f"\x1b]0;{HELD}\x07".encode()
         ([b"\x1b]8;;https://example.com\x07link\x1b]8;;\x07"], []),  # a hyperlink is no title
         ([b"\x1b]7;file://host/ws\x07", b"plain " * 1000], []),
         ([b"\x1b]0;a\x07", b"\x1b]0;b\x07"], [0, 1]),  # each time
+        ([b"\x1b]0;Ready", b"\x1b\\ after"], [1]),  # ended by ST instead of BEL
     ],
 )
 def test_a_held_title_is_said_again_right_after_the_agent_s_own_title_sequence(reads, after):
