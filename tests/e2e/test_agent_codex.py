@@ -195,6 +195,11 @@ def test_save_then_resume_continues_codex_s_own_session(tmp_path):
         child.expect("LOOP-TURN-DONE", timeout=120)
         pump_until(child, lambda: any(e["event"] == "native-session-id" for e in events(ws)), 30)
         native = state(ws)["native_session_id"]
+        # Drawn first, written to the rollout a moment later (save and exit stops a turn, and
+        # what codex had not written yet with it): the answer is in the conversation first.
+        pump_until(
+            child, lambda: any("LOOP-TURN-DONE" in p.read_text(errors="replace") for p in rollouts(env)), 30
+        )
         assert save_and_exit(child) == 0
 
         child = spawn(ws, env, "--start=codex", f"--server={server.url}", "--resume")

@@ -195,6 +195,13 @@ def test_save_and_exit_then_resume_carries_on_the_same_opencode_session(tmp_path
         child.expect("LOOP-TURN-DONE")
         pump_until(child, lambda: state(ws)["native_session_id"].startswith("ses_"), 30)
         native = state(ws)["native_session_id"]
+        # Drawn first, written to opencode's database a moment later: in the conversation first.
+        store = Path(env["HOME"]) / ".local" / "share" / "opencode"
+        pump_until(
+            child,
+            lambda: any(b"LOOP-TURN-DONE" in f.read_bytes() for f in store.rglob("*") if f.is_file()),
+            30,
+        )
         assert save_and_exit(child) == 0
 
         child = spawn(ws, env, "--start=opencode", f"--server={server.url}", "--resume")
