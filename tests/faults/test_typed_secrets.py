@@ -26,7 +26,6 @@ from tests.faults.test_secrets import ESCAPES, our_files
 from tests.runtime.helpers import (
     WAAAH,
     delivered,
-    events,
     pump_until,
     session_dirs,
     sim_env,
@@ -121,9 +120,9 @@ def test_a_known_key_typed_into_gemini_s_input_box_is_in_no_file_or_title(tmp_pa
         shown = Shown()
         child.logfile_read = shown
         pump_until(child, lambda: session_dirs(ws) and delivered(ws), 90)
-        pump_until(
-            child, lambda: any(e["event"] == "state" and e["state"] == "ready" for e in events(ws)), 90
-        )
+        # Idle again after the workflow's turn: keys typed while gemini still works on it stay a
+        # draft, and their Enter is not a prompt.
+        pump_until(child, lambda: idle_after_workflow(ws, shown), 90)
         for ch in TEST_KEY:  # into its input box, key by key, as a person pastes nothing
             child.send(ch)
             pump_until(child, lambda: True, 1)
@@ -137,6 +136,16 @@ def test_a_known_key_typed_into_gemini_s_input_box_is_in_no_file_or_title(tmp_pa
         child.send("s")
         child.expect(pexpect.EOF, timeout=30)
     assert_no_run_anywhere(ws, bytes(shown.data), TEST_KEY)
+
+
+def idle_after_workflow(ws: Path, shown: Shown) -> bool:
+    """gemini answered the workflow's turn (its answer in the text log) and its last title on the
+    terminal says it is ready again."""
+    log = Path(state(ws)["log_path"])
+    titles = re.findall(rb"\x1b\]0;([^\x07]*)\x07", bytes(shown.data))
+    return (
+        log.exists() and "✦ OK" in log.read_text(errors="replace") and bool(titles) and b"Ready" in titles[-1]
+    )
 
 
 def frames(secret: str) -> list[bytes]:
