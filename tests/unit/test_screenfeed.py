@@ -123,6 +123,28 @@ def test_keys_typed_on_a_screen_not_read_yet_get_that_screen_read_as_it_was():
     assert "API key saved" in views[-1].text()
 
 
+def test_keys_typed_on_a_repeated_redraw_leave_what_came_after_them_to_be_read():
+    """The part up to the keys only repeats the last redraw (a spinner frame): what the agent
+    drew after the keys (a usage-limit banner) still gets its reading, without more output."""
+    clock = Clock()
+    feed = ScreenFeed(80, 24, clock=clock)
+    head = b"\x1b[2K\x1b[1A\x1b[2K\x1b[G"  # erase the line above, go up, erase, draw again
+    frame = head + b"\xe2\xa0\x8b Working (3s)\r\n > "
+    feed.add(head + b"an answer " * SCREEN_PIECE + b"\r\n" + frame, clock.now)
+    assert feed.update(lambda: True)[0] is None  # keys cut the work short: the frame is in hand
+    clock.now += 0.01
+    feed.add(frame.replace(b"(3s)", b"(4s)"), clock.now)  # a repeat, come meanwhile
+    feed.mark()  # keys typed on it
+    feed.add(b"\r\nSIMULATED usage limit reached", clock.now + 0.01)
+    clock.now += 0.05
+    finish(feed, clock)  # the screen before the repeat
+    view, again = feed.update()  # the screen as the keys found it: the repeat changed nothing
+    assert view is not None and "Working" in view.text() and feed.read_seq < feed.seq
+    assert again is not None, "what came after the keys is left unread until the agent writes again"
+    clock.now = max(clock.now, again)
+    assert "usage limit reached" in finish(feed, clock).text()
+
+
 def test_a_key_waiting_for_its_screen_is_owed_no_pause():
     clock = Clock()
     work = [0.0]

@@ -143,7 +143,9 @@ class ScreenFeed:
             if self.frames.repeats(self.todo):  # drawn over itself it changes nothing
                 self.todo = b""
                 self.read_seq, self.read_at = self._todo_seq, now
-                return self.screen.view(), None
+                # What came after the point keys were typed at (or a redraw's part held back)
+                # is still to read: its own update, as below.
+                return self.screen.view(), self._after(now)
         todo = self.todo
         while self.done < len(todo) or not self.screen.render(SCREEN_ROWS):
             if self.done < len(todo):  # fed a piece at a time, then the rows it changed rendered
@@ -165,9 +167,13 @@ class ScreenFeed:
         self.read_at = now = self.clock()
         # Output that came in while this update ran gets its own update (at once while keys
         # wait for their screens to be read).
+        return view, self._after(now)
+
+    def _after(self, now: float) -> float | None:
+        """When the output still in the backlog after a reading is read (None: there is none)."""
         if not self.backlog:
-            return view, None
-        return view, self.when(now if self.marks else self._next_reading(now))
+            return None
+        return self.when(now if self.marks else self._next_reading(now))
 
     def _take(self) -> None:
         """The backlog, or its part up to the first point keys were typed at, as the next todo."""
