@@ -53,7 +53,7 @@ class Overlay:
         ours = self._title_over_agents()
         # The agent set its own title over ours: ours again right after it (the screen's reads
         # come later, and a title set and set back between two of them is never seen there).
-        retitle = bool(ours) and b"\x1b]" in (edge := self.tail[-3:] + data) and bool(TITLE_SET.search(edge))
+        retitle = bool(ours) and TITLE_SET.search(self.tail[-3:] + data) is not None
         self.tail = data[-TAIL:] if len(data) >= TAIL else (self.tail + data)[-TAIL:]
         if retitle:
             self.title(ours)  # now, or once the agent's title sequence ended (held)
