@@ -244,7 +244,6 @@ def supervise(
     state.server_down_since = now_iso() if down else ""
     keep_record(session, state, console)
     notifier = start_alerts(opts, adapter, state, session)
-    restarts = Restarts(opts.backoff)
     run = Run(
         opts, adapter, binary, env, workflow, session, state, console, plan, logs, size, mailbox, inbox, watch
     )
@@ -256,26 +255,7 @@ def supervise(
             # log and events: the terminal is the agent's screen.
             OwnOutput(mailbox, on_screen=console.interactive),
         ):
-            while True:
-                restarts.on_start(time.monotonic())
-                logs.head.clear()
-                outcome = run.once(resumed, redactor)
-                carry_back(adapter, env, session, plan, final=False)
-                if why := rejected_command_line(outcome, [*logs.head, *logs.recent]):
-                    outcome = Outcome(StopReason.REJECTED, outcome.status, why)
-                    break
-                decision = restart_decision(outcome, restarts, time.monotonic(), random.random())
-                if decision is None:
-                    break
-                if not decision.restart:
-                    outcome = Outcome(StopReason.GAVE_UP, outcome.status, decision.reason)
-                    break
-                interrupted = announce_and_wait(adapter, outcome, decision, state, session, logs, console)
-                if interrupted:
-                    why = StopReason.USER if interrupted == "Ctrl+C" else StopReason.SIGNAL
-                    outcome = Outcome(why, outcome.status, interrupted)
-                    break
-                resumed = True
+            outcome = _runs(run, resumed, redactor)
     finally:
         for note in carry_back(adapter, env, session, plan, final=True):
             console.say(note)
@@ -287,12 +267,7 @@ def supervise(
         if session_link is not None:
             session_link.stop()
         inbox.stop()
-        for message in mailbox.drain():
-            if message.kind == OWN:
-                record_own(message, logs, session)
-            elif message.kind == link.LINK:
-                link.record_link(message, logs, session)
-        mailbox.close()
+        _record_mail(mailbox, logs, session)
         state.output_tail = list(logs.recent)
         logs.close()
     state.ended = now_iso()
@@ -302,6 +277,48 @@ def supervise(
     finally:
         if notifier is not None:
             notifier.close()
+
+
+def _runs(run: Run, resumed: bool, redactor: Redactor) -> Outcome:
+    """The agent run again and again (after crashes and stalls, with the backoff between) until
+    a run's end needs no restart, the restart budget is spent, or the wait is interrupted."""
+    adapter, env, session, state, plan, logs = (
+        run.adapter,
+        run.env,
+        run.session,
+        run.state,
+        run.plan,
+        run.logs,
+    )
+    restarts = Restarts(run.opts.backoff)
+    while True:
+        restarts.on_start(time.monotonic())
+        logs.head.clear()
+        outcome = run.once(resumed, redactor)
+        carry_back(adapter, env, session, plan, final=False)
+        if why := rejected_command_line(outcome, [*logs.head, *logs.recent]):
+            return Outcome(StopReason.REJECTED, outcome.status, why)
+        decision = restart_decision(outcome, restarts, time.monotonic(), random.random())
+        if decision is None:
+            return outcome
+        if not decision.restart:
+            return Outcome(StopReason.GAVE_UP, outcome.status, decision.reason)
+        interrupted = announce_and_wait(adapter, outcome, decision, state, session, logs, run.console)
+        if interrupted:
+            why = StopReason.USER if interrupted == "Ctrl+C" else StopReason.SIGNAL
+            return Outcome(why, outcome.status, interrupted)
+        resumed = True
+
+
+def _record_mail(mailbox: Mailbox, logs: SessionLogs, session: SessionDir) -> None:
+    """What the background threads said last (our own output, the link's records), then the
+    mailbox closed."""
+    for message in mailbox.drain():
+        if message.kind == OWN:
+            record_own(message, logs, session)
+        elif message.kind == link.LINK:
+            link.record_link(message, logs, session)
+    mailbox.close()
 
 
 def default_console(log_format: str = "text") -> Console:
