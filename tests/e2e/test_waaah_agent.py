@@ -478,7 +478,9 @@ def test_gemini_usage_limit_is_waited_out_then_it_keeps_trying(tmp_path):
         # gemini's limit dialog states no reset time: the default wait applies (short here).
         env.update(WAAAH_LIMIT_DEFAULT_SECONDS="3", WAAAH_LIMIT_MARGIN_SECONDS="0")
         child = spawn(ws, env, "--start=gemini", "--no-mcp")
+        # The wait is saved in session.json first, then recorded in events.jsonl: both are awaited.
         pump_until(child, lambda: (st := state_or_none(ws)) and st["limit_until"], 60)
+        pump_until(child, lambda: any(e["event"] == "limit" for e in events(ws)), 10)
         limit = [e for e in events(ws) if e["event"] == "limit"][0]
         assert "Usage limit reached" in limit["banner"] and limit["how"].startswith("default")
         started = time.monotonic()
