@@ -132,6 +132,32 @@ def test_a_64_mb_answer_is_read_in_linear_time(workspace, tmp_path):
         assert seconds < 120, seconds
 
 
+def test_stream_lines_of_a_shape_the_cli_never_writes_are_noise_and_the_answer_comes(workspace, tmp_path):
+    """A CLI whose stream has objects with fields of another shape (a text where an object goes,
+    a list for the usage): the run reads past them to the answer, never a traceback."""
+    stream = tmp_path / "claude.stdout"
+    claude_answer(stream, "THE-ANSWER")
+    odd = [
+        {"type": "assistant", "message": "a text where an object goes"},
+        {"type": "result", "usage": [1, 2]},
+        {"type": "user", "message": {"content": 5}},
+    ]
+    stream.write_text("".join(json.dumps(line) + "\n" for line in odd) + stream.read_text())
+    env = cli_on_path(tmp_path, "claude", f"cat '{stream}'\n")
+    done = subprocess.run(
+        [WAAAH, "run", "hi", "--agent", "claude", "--format", "json", "--no-fallback"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_no_traceback(done.stderr)
+    assert done.returncode == 0, done.stderr[-2000:]
+    envelope = json.loads(done.stdout)
+    assert envelope["ok"] and envelope["response"] == "THE-ANSWER"
+
+
 @pytest.mark.timeout(300)
 def test_a_line_that_never_ends_is_cut_in_bounded_memory(workspace, tmp_path):
     answer = tmp_path / "answer.stdout"

@@ -4,8 +4,11 @@ tokens per model call)."""
 
 from __future__ import annotations
 
+import json
+import random
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +160,35 @@ def test_rate_limit_reset_time_is_parsed() -> None:
     failure = classify(1, "", summary, now=now, tz=timezone.utc)
     assert failure is not None and failure.type == F.RATE_LIMIT
     assert failure.reset_at == datetime(2026, 11, 22, 15, 0, tzinfo=timezone.utc)
+
+
+def _odd_events(seed: int, count: int) -> list[str]:
+    """Lines of the CLIs' event types with fields of every other shape (lists for objects,
+    numbers for text, objects for lists, nulls), as a broken or hostile CLI could print them."""
+    rng = random.Random(seed)
+    kinds = ["system", "assistant", "user", "result", "text", "reasoning", "tool_use", "step_finish",
+             "error", "init", "message", "tool_result", "thread.started", "turn.completed",
+             "turn.failed", "item.started", "item.completed"]  # fmt: skip
+    fields = ["subtype", "message", "content", "usage", "result", "part", "error", "data", "item",
+              "tokens", "state", "modelUsage", "session_id", "sessionID", "is_error", "text", "role",
+              "stats", "delta", "status", "usage_metadata"]  # fmt: skip
+    shapes: list[Any] = [None, 1, -5, 3.5, True, "x", "", [], [1], {}, {"a": 1}, [{"type": "text"}]]
+    lines = []
+    for _ in range(count):
+        event: dict[str, Any] = {"type": rng.choice(kinds)}
+        for _ in range(rng.randint(1, 5)):
+            field = rng.choice(fields)
+            event[field] = rng.choice([*shapes, {rng.choice(fields): rng.choice(shapes)}])
+        lines.append(json.dumps(event))
+    return lines
+
+
+@pytest.mark.parametrize("cli", sorted(RECORDED))
+def test_lines_of_shapes_a_cli_never_writes_are_noise_and_its_answer_is_still_read(cli: str) -> None:
+    folder = STREAMS / RECORDED[cli]
+    answer = (folder / "answer.stdout").read_text(encoding="utf-8").splitlines()
+    expected = parser_for(cli).feed_all(answer)
+    odd = _odd_events(7, 3000)
+    summary = parser_for(cli).feed_all([*odd, *answer])  # never raises
+    assert expected.response and expected.response in summary.response
+    assert summary.events + summary.noise == len(odd) + expected.events + expected.noise

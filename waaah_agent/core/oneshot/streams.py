@@ -4,7 +4,8 @@ CLI's stream means is its adapter's (``adapters/<cli>/stream.py``: ``apply_<cli>
 Fed one line at a time, a parser keeps a :class:`StreamSummary`: the CLI's session id and model,
 the final answer, token numbers as the CLI reports them, tool activity, and the CLI's *own* error
 report (an API error it gave up on), kept apart from anything the model says. Lines that are not
-JSON objects (warnings some CLIs print on stdout) are counted as noise and dropped.
+JSON objects (warnings some CLIs print on stdout), and objects with a field of another shape than
+the CLI writes, are counted as noise and dropped.
 
 Recorded real streams: tests/fixtures/streams/<cli>-<version>/ (scripts/record_streams.py,
 scripts/record_streams_extra.py).
@@ -246,8 +247,15 @@ class StreamParser:
         if not isinstance(event, dict):
             self.summary.noise += 1
             return None
+        try:
+            self._apply(event, self.summary)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+            # A field of another shape than this CLI's releases write (a list where an object
+            # goes, a number for a text): the line is noise, the run goes on; what the reader had
+            # taken from it before it tripped stays.
+            self.summary.noise += 1
+            return None
         self.summary.events += 1
-        self._apply(event, self.summary)
         return event
 
     def feed_all(self, lines: Iterable[str | bytes]) -> StreamSummary:
