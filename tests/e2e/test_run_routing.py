@@ -161,13 +161,13 @@ def test_a_usage_limit_shows_in_waaah_quota_and_in_the_route(tmp_path: Path) -> 
     ws = workspace_for(tmp_path)
     with FakeModel(rules()) as fake:
         env = both_env(tmp_path, ws, fake.url)
-        code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "8")
+        code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "30")
         assert out["error_type"] == "rate_limit", err
         found = json.loads(waaah(ws, env, "quota", "--json").stdout)
         assert found["claude"]["state"] == "ok" and "not taken as a usage limit" in found["claude"]["note"]
         route = json.loads(waaah(ws, env, "route", "--role", "coordinator", "--json").stdout)
         assert "claude" not in route.get("unavailable", {}), route
-        code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "8")
+        code, out, err = waaah_run(ws, env, "LIMIT-MARKER hi", "--agent", "claude", "--timeout", "30")
         assert out["error_type"] == "rate_limit", err
         found = json.loads(waaah(ws, env, "quota", "--json").stdout)
         assert found["claude"]["state"] == "limited" and found["claude"]["source"] == "waaah run"
