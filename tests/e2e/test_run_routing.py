@@ -178,4 +178,7 @@ def test_a_usage_limit_shows_in_waaah_quota_and_in_the_route(tmp_path: Path) -> 
         route = json.loads(waaah(ws, env, "route", "--role", "coordinator", "--json").stdout)
         assert route["agent"] == "gemini" and "usage limit until 20" in route["unavailable"]["claude"]
         assert assumed in route["unavailable"]["claude"]
-        assert len(fake.main_requests()) == 2
+        # Each run's 429 reached claude (which may try it again on its own before it gives up):
+        # no other CLI was asked.
+        asked = fake.main_requests()
+        assert len(asked) >= 2 and {r["api"] for r in asked} == {"anthropic"}, asked
