@@ -9,7 +9,8 @@ SIM_STARTUP_SECONDS (0.3), SIM_IGNORE_TERM=1 (ignore SIGTERM and SIGHUP), SIM_HA
 (stay busy forever once a prompt arrives; `hard`: ignore Esc too), SIM_CRASH_AT_START=N,
 SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SUBMIT_LAG=S (a
 submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
-seconds: the moment between the CLI taking a prompt and the screen showing it),
+seconds: the moment between the CLI taking a prompt and the screen showing it), SIM_DROP_PASTES=1,3
+(the first and third pastes are lost: nothing shows, as when a CLI too busy drawing misses one),
 SIM_ECHO=cells|cr (typed keys shown
 cell by cell with cursor moves and colours, or as the input line written again after a CR,
 instead of a redraw), SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
@@ -68,6 +69,9 @@ class Sim:
         self.draft = ""
         self.in_paste = False
         self.paste_buf = b""
+        drop = os.environ.get("SIM_DROP_PASTES", "")
+        self.drop_pastes = {int(n) for n in drop.split(",") if n.strip().isdigit()}
+        self.pastes = 0
         self.busy_until = 0.0
         self.busy_started = 0.0
         self.pending_reply = ""
@@ -132,7 +136,9 @@ class Sim:
                 if end < 0:
                     continue
                 self.in_paste = False
-                self.draft += self.paste_buf.decode("utf-8", "replace").replace("\r", "\n")
+                self.pastes += 1
+                if self.pastes not in self.drop_pastes:  # SIM_DROP_PASTES: those are lost
+                    self.draft += self.paste_buf.decode("utf-8", "replace").replace("\r", "\n")
                 self.paste_buf = b""
                 if data.startswith(b"\r"):
                     # Enter in the same write as the paste: a newline inside it, not a submit.

@@ -81,6 +81,52 @@ def test_workflow_arrives_once_and_is_submitted(workspace, fake_home):
     assert save_and_exit(child) == 0
 
 
+def test_a_workflow_paste_the_agent_never_showed_goes_in_again_and_arrives_once(workspace, fake_home):
+    """A CLI too busy drawing (gemini on a loaded machine) can miss a paste: nothing shows in
+    its box. Given up on, the workflow never reached the agent and nothing nudged it again."""
+    child = spawn_waaah(
+        workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home, SIM_DROP_PASTES="1")
+    )
+    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace), timeout=40)
+    sid = state(workspace)["native_session_id"]
+    pump_until(child, lambda: sim_messages(workspace, sid, role="model"))
+    pump_for(child, 1.5)  # a duplicate paste or Enter would show within this stretch
+    expected = find_workflow("waaah-orc", workspace).text.strip()
+    assert sim_messages(workspace, sid) == [expected]
+    notes = [e["note"] for e in events(workspace) if e["event"] == "delivery"]
+    assert notes == [
+        "pasted",
+        "paste never appeared in the input box: pasting again in 5 s",
+        "pasted again (1)",
+        "enter",
+        "confirmed",
+    ]
+    assert state(workspace)["workflow_delivered"] is True
+    assert save_and_exit(child) == 0
+
+
+def test_a_sent_prompt_whose_paste_never_showed_is_typed_later_not_dropped(workspace, fake_home):
+    env = sim_env(fake_home, SIM_DROP_PASTES="2")  # the workflow is the first paste
+    child = start_and_deliver(workspace, env)
+    sid = state(workspace)["native_session_id"]
+    sent = subprocess.run(
+        [WAAAH, "send", "the prompt sent"], cwd=workspace, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert sent.returncode == 0, sent.stderr
+    pump_until(child, lambda: len(sim_messages(workspace, sid, role="model")) >= 2, timeout=40)
+    pump_for(child, 1.5)
+    assert sim_messages(workspace, sid)[1:] == ["the prompt sent"]
+    sends = [e["note"] for e in events(workspace) if e["event"] == "delivery" and e["kind"] == "send"]
+    assert sends[:3] == [
+        "pasted",
+        "paste never appeared in the input box: pasting again in 5 s",
+        "pasted again (1)",
+    ]
+    assert sends[-1] == "confirmed"
+    assert (session_dirs(workspace)[-1] / "queue.jsonl").read_text() == ""  # left the queue once typed
+    assert save_and_exit(child) == 0
+
+
 def test_typed_keys_and_resize_reach_the_agent(workspace, fake_home):
     child = start_and_deliver(workspace, sim_env(fake_home))
     sid = state(workspace)["native_session_id"]

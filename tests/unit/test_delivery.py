@@ -65,8 +65,8 @@ def test_a_box_emptied_before_the_enter_gets_the_text_again_once_and_no_enter_in
     again.step(0.1, READY_DRAFT)
     again.step(1.0, READY_EMPTY)
     again.step(1.1, READY_DRAFT)
-    writes = [w for t in (2.0, 3.0, 7.0) for w in again.step(t, READY_EMPTY).writes]
-    assert writes == [] and again.phase is Phase.FAILED  # pasted again once only
+    writes = [w for t in (2.0, 3.0, 6.0) for w in again.step(t, READY_EMPTY).writes]
+    assert writes == [] and again.phase is Phase.WAITING  # not again at once: a wait first
 
 
 def test_an_empty_input_box_after_enter_confirms():
@@ -76,12 +76,54 @@ def test_an_empty_input_box_after_enter_confirms():
     assert d.step(0.4, READY_EMPTY).writes == [] and d.phase is Phase.CONFIRMED
 
 
-def test_a_paste_that_never_shows_up_fails_without_pressing_enter():
+def test_a_paste_that_never_shows_up_goes_in_again_later_and_never_gets_an_enter_into_nothing():
     d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
     d.step(0.0, READY_EMPTY)
     assert d.step(1.0, READY_EMPTY).writes == []
-    assert d.step(2.5, READY_EMPTY).writes == []
-    assert d.phase is Phase.FAILED
+    step = d.step(2.5, READY_EMPTY)
+    assert step.writes == [] and step.note == "paste never appeared in the input box: pasting again in 5 s"
+    assert not d.done and d.phase is Phase.WAITING and d.next_deadline(2.5) == 7.5
+    assert d.step(7.0, READY_EMPTY).writes == []  # the wait is not over
+    assert d.step(7.5, BUSY).writes == []  # never into a busy agent
+    step = d.step(7.6, READY_EMPTY)
+    assert step.writes == [d.payload()] and step.note == "pasted again (1)"
+    assert d.step(7.9, READY_DRAFT).writes == [ENTER]
+    assert d.step(8.0, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+
+
+def test_the_waits_between_pastes_that_never_show_double_up_to_a_minute_for_the_whole_run():
+    d = Delivery("send", "x", enter_delay=0.2, paste_timeout=2.0)
+    t, pastes, notes = 0.0, 0, []
+    while t < 3600.0:
+        step = d.step(t, READY_EMPTY)
+        pastes += sum(w == d.payload() for w in step.writes)
+        notes += [step.note] if step.note and step.note.startswith("paste never") else []
+        t += 0.5
+    assert not d.done
+    waits = [note.rsplit(" in ", 1)[1] for note in notes]
+    assert waits[:6] == ["5 s", "10 s", "20 s", "40 s", "60 s", "60 s"]
+    assert 55 <= pastes <= 62  # about one a minute after the first few (each waits 2 s to show)
+
+
+def test_a_paste_drawn_late_gets_its_enter_and_is_not_pasted_twice():
+    d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
+    d.step(0.0, READY_EMPTY)
+    d.step(2.5, READY_EMPTY)  # not shown in time
+    step = d.step(3.0, READY_DRAFT)  # there after all
+    assert step.writes == [] and step.note == "the paste showed late: Enter follows"
+    assert d.step(3.2, READY_DRAFT).writes == [ENTER]
+    assert d.step(3.4, BUSY).writes == []
+    assert d.phase is Phase.CONFIRMED
+
+
+def test_a_draft_the_user_typed_after_an_unseen_paste_is_theirs_never_submitted():
+    d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
+    d.step(0.0, READY_EMPTY)
+    d.step(2.5, READY_EMPTY)
+    theirs = Observation(ready=True, busy=False, input_empty=False, draft=True, typed_at=2.8)
+    assert [w for t in (3.0, 8.0, 20.0) for w in d.step(t, theirs).writes] == []
+    assert d.phase is Phase.WAITING  # their draft stays theirs; the paste waits for an empty box
+    assert d.step(21.0, READY_EMPTY).writes == [d.payload()]
 
 
 def test_paste_end_marker_inside_the_text_cannot_end_the_paste_early():

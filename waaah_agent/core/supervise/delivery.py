@@ -1,8 +1,15 @@
 """Typing a prompt into the agent, verified: paste, a separate Enter, confirmation.
 
 Pure: fed the time and what the screen shows, it returns the bytes to write. A prompt is
-pasted exactly once (never a duplicated prompt); only the Enter is re-sent, a bounded
-number of times, when nothing shows that the prompt was taken.
+never typed twice into the box: the text goes in again only into a box seen empty (the CLI
+emptied it before any Enter, or never showed the paste at all), and only the Enter is re-sent,
+a bounded number of times, when nothing shows that the prompt was taken.
+
+A paste the CLI never shows (it was drawing something else, or too slow under load) is not
+given up on: the delivery waits and pastes again into the empty box, after 5 s, then 10, 20,
+40 and every 60 s, for as long as the run lasts. A prompt given up on is work lost: the
+workflow never reaches the agent (nothing nudges an agent that never had it), a prompt of
+`waaah send` is dropped. Should the first paste show up late after all, its Enter follows.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ class Observation:
     busy: bool
     input_empty: bool
     draft: bool = False  # the input box is drawn and holds text (busy or not)
+    typed_at: float | None = None  # the user's last key to the agent
 
 
 class Step(NamedTuple):
@@ -49,11 +57,16 @@ class Delivery:
     confirm_timeout: float = 3.0
     max_enter_retries: int = 3
     paste_timeout: float = 5.0
+    first_retry: float = 5.0  # the wait before a paste that never showed goes in again
+    max_retry: float = 60.0  # the retries' waits double up to this
     phase: Phase = Phase.WAITING
     since: float = 0.0
     enters: int = 0
     shown: bool = False  # the pasted text was seen in the box
     repasted: bool = False
+    unseen: int = 0  # pastes the CLI never showed
+    pasted_at: float | None = None  # the last paste
+    retry_at: float = 0.0  # no paste before this (after one that never showed)
 
     @property
     def done(self) -> bool:
@@ -67,8 +80,15 @@ class Delivery:
     def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> Step:
         """Advance with the current observation: what to write to the agent now, and why."""
         if self.phase is Phase.WAITING:
+            if self.unseen and self._late(seen):
+                self.shown = True
+                return self._go(Phase.PASTED, now, "the paste showed late: Enter follows", [])
+            if now < self.retry_at:
+                return Step([])
             if seen.ready and seen.input_empty:
-                return self._go(Phase.PASTED, now, "pasted", [self.payload()])
+                note = f"pasted again ({self.unseen})" if self.unseen else "pasted"
+                self.pasted_at = now
+                return self._go(Phase.PASTED, now, note, [self.payload()])
             return Step([])
         if self.phase is Phase.PASTED:
             self.shown = self.shown or seen.draft
@@ -81,13 +101,18 @@ class Delivery:
                 # The CLI emptied the box before any Enter (gemini --resume redraws once its
                 # history is loaded): nothing was sent, so the text goes in again, once.
                 self.repasted, self.shown = True, False
+                self.pasted_at = now
                 note = "pasted again: the input box was emptied before the Enter"
                 return self._go(Phase.PASTED, now, note, [self.payload()])
             # Not in the box (yet), or no box drawn (a redraw): an Enter now would submit
             # nothing and look like success.
             if now < self.since + self.paste_timeout:
                 return Step([])
-            return self._go(Phase.FAILED, now, "paste never appeared in the input box", [])
+            wait = min(self.max_retry, self.first_retry * 2 ** min(self.unseen, 16))
+            self.unseen += 1
+            self.retry_at = now + wait
+            note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
+            return self._go(Phase.WAITING, now, note, [])
         if self.phase is Phase.ENTERED:
             # The text gone from the box is the prompt taken (every CLI shows its emptied box
             # while it works); busy alone is not: gemini --resume shows its box, then loads the
@@ -102,8 +127,15 @@ class Delivery:
             return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
         return Step([])
 
+    def _late(self, seen: Observation) -> bool:
+        """The box holds text the user did not type since the last paste: that paste, drawn late."""
+        ours = seen.typed_at is None or self.pasted_at is None or seen.typed_at < self.pasted_at
+        return seen.ready and seen.draft and ours
+
     def next_deadline(self, now: float) -> float | None:
         """When ``step`` should run again even if the screen does not change."""
+        if self.phase is Phase.WAITING and self.unseen:
+            return max(self.retry_at, now + 0.25)
         if self.phase is Phase.PASTED:
             return max(self.since + self.enter_delay, now + 0.25)
         if self.phase is Phase.ENTERED:

@@ -292,7 +292,7 @@ class Enqueue:
 
 @dataclass(frozen=True)
 class Dequeue:
-    """The oldest prompt of the queue is typed (or given up on): drop it."""
+    """The oldest prompt of the queue is submitted: drop it."""
 
 
 @dataclass(frozen=True)

@@ -287,6 +287,7 @@ class Machine:
             busy=state in (AgentState.BUSY, AgentState.TOOL),
             input_empty=reading.input_empty,
             draft=reading.input_ready and not reading.input_empty,
+            typed_at=self.seen.last_user_input,
         )
         hook, self.reports.hook_confirmed = self.reports.hook_confirmed, False
         step = delivery.step(now, seen, confirmed_by_hook=hook)
@@ -307,8 +308,8 @@ class Machine:
             out.record(EventKind.DELIVERY, kind=delivery.kind, phase=delivery.phase.value, note=step.note)
             out.notice(f"{delivery.kind} prompt: {step.note}")
         if delivery.done:
-            if delivery.kind == "send":  # typed (or given up on): not again
-                self.queue.typed(delivery, now)
+            if delivery.kind == "send":  # submitted: not again
+                self.queue.typed(now)
             if delivery.phase is Phase.CONFIRMED and delivery.kind == "workflow":
                 self.memory.workflow_delivered = True
                 out.emit(Save({"workflow_delivered": True, "workflow_pending": False}))

@@ -6,11 +6,9 @@ nudge, and stall handling. Pure: nothing here reads a clock, a file or the envir
 from __future__ import annotations
 
 from waaah_agent.core.mcp.inbox_records import HookRecord, TapEvent, TapOutcome, TapRecord, queue_full
-from waaah_agent.core.supervise.delivery import Delivery
 from waaah_agent.core.supervise.detect import AgentState, Reading
 from waaah_agent.core.supervise.events import (
     Compacted,
-    Dequeue,
     Due,
     Enqueue,
     EventKind,
@@ -190,12 +188,12 @@ class SendQueue:
         self.out.emit(Type(b"\x1b"))
         self.out.look(now + SEND_ESC_AGAIN)
 
-    def typed(self, delivery: Delivery, now: float) -> None:
-        """The first prompt's delivery is over (typed, or given up on): never typed again."""
+    def typed(self, now: float) -> None:
+        """The first prompt's delivery is over: it was submitted (its Enter went out and
+        ``Dequeue`` with it), whether or not the screen confirmed it; never typed again. A
+        paste that never showed is not over: it goes in again (delivery.py)."""
         if self.prompts:
             self.chars -= len(self.prompts.pop(0))
-            if delivery.enters == 0:  # given up on before it was submitted
-                self.out.emit(Dequeue())
             self.out.look(now)
 
 

@@ -2,9 +2,9 @@
 
 session.json stays small whatever is queued (it is rewritten and fsynced on every change, and
 read under a 1 MiB cap). The queue is an append-only file of its own, one JSON line per change:
-``{"add": n, "text": ...}`` when a prompt joins, ``{"done": n}`` when it is typed (or given up
-on). The prompts waiting are the adds with no done, in order. A burst of sends costs one short
-append each, never a rewrite. When the queue empties the file is cut to nothing; when typed
+``{"add": n, "text": ...}`` when a prompt joins, ``{"done": n}`` when it is submitted. The
+prompts waiting are the adds with no done, in order. A burst of sends costs one short append
+each, never a rewrite. When the queue empties the file is cut to nothing; when typed
 prompts make up most of it, it is rewritten with those still waiting (temp file and rename).
 The queue's size is bounded (core/inbox_records.py: MAX_QUEUED, MAX_QUEUED_CHARS), so the file is.
 
