@@ -138,3 +138,15 @@ def test_deadlines_drive_the_next_step():
     assert d.next_deadline(1.0) == 1.5
     d.step(1.5, READY_DRAFT)
     assert d.next_deadline(1.5) == 4.5
+
+
+def test_no_enter_is_re_sent_into_a_screen_that_does_not_show_the_text_in_the_box():
+    """A dialog drawn over the box (a tool to approve, a question): Enter would answer it."""
+    d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=1.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.3, READY_DRAFT).writes == [ENTER]
+    dialog = Observation(ready=False, busy=False, input_empty=False)
+    assert [w for t in (1.5, 3.0, 9.0, 60.0) for w in d.step(t, dialog).writes] == []
+    assert d.phase is Phase.ENTERED and d.next_deadline(60.0) is None  # the screen moves it on
+    assert d.step(61.0, READY_DRAFT).writes == [ENTER]  # the text back in the box
+    assert d.step(61.5, BUSY).writes == [] and d.phase is Phase.CONFIRMED

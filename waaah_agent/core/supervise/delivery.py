@@ -121,6 +121,10 @@ class Delivery:
                 return self._go(Phase.CONFIRMED, now, "confirmed", [])
             if now < self.since + self.confirm_timeout:
                 return Step([])
+            if not seen.draft:
+                # No box showing the text (a dialog over it, a redraw): an Enter now would
+                # answer whatever is drawn. The screen changing back brings the next step.
+                return Step([])
             if self.enters > self.max_enter_retries:
                 return self._go(Phase.FAILED, now, "not confirmed", [])
             self.enters += 1
@@ -138,7 +142,7 @@ class Delivery:
             return max(self.retry_at, now + 0.25)
         if self.phase is Phase.PASTED:
             return max(self.since + self.enter_delay, now + 0.25)
-        if self.phase is Phase.ENTERED:
+        if self.phase is Phase.ENTERED and now < self.since + self.confirm_timeout:
             return self.since + self.confirm_timeout
         return None
 
