@@ -150,3 +150,12 @@ def test_no_enter_is_re_sent_into_a_screen_that_does_not_show_the_text_in_the_bo
     assert d.phase is Phase.ENTERED and d.next_deadline(60.0) is None  # the screen moves it on
     assert d.step(61.0, READY_DRAFT).writes == [ENTER]  # the text back in the box
     assert d.step(61.5, BUSY).writes == [] and d.phase is Phase.CONFIRMED
+
+
+def test_a_draft_the_user_typed_after_the_enter_is_never_submitted_by_a_re_sent_enter():
+    d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=1.0)
+    d.step(0.0, READY_EMPTY)
+    assert d.step(0.3, READY_DRAFT).writes == [ENTER]
+    theirs = Observation(ready=True, busy=False, input_empty=False, draft=True, typed_at=0.8)
+    assert [w for t in (1.5, 5.0, 30.0) for w in d.step(t, theirs).writes] == []
+    assert d.phase is Phase.ENTERED

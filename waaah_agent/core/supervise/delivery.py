@@ -80,61 +80,68 @@ class Delivery:
     def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> Step:
         """Advance with the current observation: what to write to the agent now, and why."""
         if self.phase is Phase.WAITING:
-            if self.unseen and self._late(seen):
-                self.shown = True
-                return self._go(Phase.PASTED, now, "the paste showed late: Enter follows", [])
-            if now < self.retry_at:
-                return Step([])
-            if seen.ready and seen.input_empty:
-                note = f"pasted again ({self.unseen})" if self.unseen else "pasted"
-                self.pasted_at = now
-                return self._go(Phase.PASTED, now, note, [self.payload()])
-            return Step([])
+            return self._waiting(now, seen)
         if self.phase is Phase.PASTED:
-            self.shown = self.shown or seen.draft
-            if now < self.since + self.enter_delay:
-                return Step([])
-            if seen.draft:
-                self.enters = 1
-                return self._go(Phase.ENTERED, now, "enter", [ENTER])
-            if seen.ready and seen.input_empty and self.shown and not self.repasted:
-                # The CLI emptied the box before any Enter (gemini --resume redraws once its
-                # history is loaded): nothing was sent, so the text goes in again, once.
-                self.repasted, self.shown = True, False
-                self.pasted_at = now
-                note = "pasted again: the input box was emptied before the Enter"
-                return self._go(Phase.PASTED, now, note, [self.payload()])
-            # Not in the box (yet), or no box drawn (a redraw): an Enter now would submit
-            # nothing and look like success.
-            if now < self.since + self.paste_timeout:
-                return Step([])
-            wait = min(self.max_retry, self.first_retry * 2 ** min(self.unseen, 16))
-            self.unseen += 1
-            self.retry_at = now + wait
-            note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
-            return self._go(Phase.WAITING, now, note, [])
+            return self._pasted(now, seen)
         if self.phase is Phase.ENTERED:
-            # The text gone from the box is the prompt taken (every CLI shows its emptied box
-            # while it works); busy alone is not: gemini --resume shows its box, then loads the
-            # history under a busy marker, its box hidden, and drops the Enter.
-            if confirmed_by_hook or seen.input_empty:
-                return self._go(Phase.CONFIRMED, now, "confirmed", [])
-            if now < self.since + self.confirm_timeout:
-                return Step([])
-            if not seen.draft:
-                # No box showing the text (a dialog over it, a redraw): an Enter now would
-                # answer whatever is drawn. The screen changing back brings the next step.
-                return Step([])
-            if self.enters > self.max_enter_retries:
-                return self._go(Phase.FAILED, now, "not confirmed", [])
-            self.enters += 1
-            return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
+            return self._entered(now, seen, confirmed_by_hook)
         return Step([])
 
-    def _late(self, seen: Observation) -> bool:
-        """The box holds text the user did not type since the last paste: that paste, drawn late."""
-        ours = seen.typed_at is None or self.pasted_at is None or seen.typed_at < self.pasted_at
-        return seen.ready and seen.draft and ours
+    def _waiting(self, now: float, seen: Observation) -> Step:
+        if self.unseen and seen.ready and seen.draft and self._ours(seen):
+            self.shown = True
+            return self._go(Phase.PASTED, now, "the paste showed late: Enter follows", [])
+        if now < self.retry_at or not (seen.ready and seen.input_empty):
+            return Step([])
+        self.pasted_at = now
+        note = f"pasted again ({self.unseen})" if self.unseen else "pasted"
+        return self._go(Phase.PASTED, now, note, [self.payload()])
+
+    def _pasted(self, now: float, seen: Observation) -> Step:
+        self.shown = self.shown or seen.draft
+        if now < self.since + self.enter_delay:
+            return Step([])
+        if seen.draft:
+            self.enters = 1
+            return self._go(Phase.ENTERED, now, "enter", [ENTER])
+        if seen.ready and seen.input_empty and self.shown and not self.repasted:
+            # The CLI emptied the box before any Enter (gemini --resume redraws once its
+            # history is loaded): nothing was sent, so the text goes in again, once.
+            self.repasted, self.shown = True, False
+            self.pasted_at = now
+            note = "pasted again: the input box was emptied before the Enter"
+            return self._go(Phase.PASTED, now, note, [self.payload()])
+        # Not in the box (yet), or no box drawn (a redraw): an Enter now would submit
+        # nothing and look like success.
+        if now < self.since + self.paste_timeout:
+            return Step([])
+        wait = min(self.max_retry, self.first_retry * 2 ** min(self.unseen, 16))
+        self.unseen += 1
+        self.retry_at = now + wait
+        note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
+        return self._go(Phase.WAITING, now, note, [])
+
+    def _entered(self, now: float, seen: Observation, confirmed_by_hook: bool) -> Step:
+        # The text gone from the box is the prompt taken (every CLI shows its emptied box
+        # while it works); busy alone is not: gemini --resume shows its box, then loads the
+        # history under a busy marker, its box hidden, and drops the Enter.
+        if confirmed_by_hook or seen.input_empty:
+            return self._go(Phase.CONFIRMED, now, "confirmed", [])
+        if now < self.since + self.confirm_timeout:
+            return Step([])
+        if not (seen.draft and self._ours(seen)):
+            # No box showing the text (a dialog over it, a redraw), or the user typed since:
+            # an Enter now would answer whatever is drawn, or submit their draft. The screen
+            # changing back brings the next step.
+            return Step([])
+        if self.enters > self.max_enter_retries:
+            return self._go(Phase.FAILED, now, "not confirmed", [])
+        self.enters += 1
+        return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
+
+    def _ours(self, seen: Observation) -> bool:
+        """What the box holds was not typed by the user since the last paste."""
+        return seen.typed_at is None or self.pasted_at is None or seen.typed_at < self.pasted_at
 
     def next_deadline(self, now: float) -> float | None:
         """When ``step`` should run again even if the screen does not change."""
