@@ -314,6 +314,45 @@ def test_a_freeze_right_after_a_wait_is_a_stall_then_a_native_resume(cli, tmp_pa
         assert save_and_exit(child) == 0
 
 
+def test_a_workflow_pasted_into_a_frozen_cli_is_not_pasted_twice_and_goes_in_once_it_reads(cli, tmp_path):
+    """The CLI is stopped (SIGSTOP) at its prompt, just before the workflow's paste: the paste
+    waits unread in its terminal, the box stays empty. A second paste then would land beside
+    the first once the CLI runs again; none goes, and once it reads and draws the first, the
+    Enter follows: the model gets the workflow once."""
+    ws = workspace_for(tmp_path)
+    with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
+        env = cli_env(cli, tmp_path / "home", ws, model.url)
+        child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
+
+        def delivery_notes() -> list[str]:
+            return [e["note"] for e in events(ws) if e["event"] == "delivery"]
+
+        # Ready at its prompt: the paste follows once the screen has been quiet for 0.8 s.
+        pump_until(child, lambda: state_or_none(ws) and "ready" in states_since_start(ws), 90)
+        agent = state(ws)["agent_pid"]
+        os.killpg(agent, signal.SIGSTOP)
+        try:
+            assert delivery_notes() == [], "pasted before the CLI was stopped: no test"
+            pump_until(child, lambda: len(delivery_notes()) >= 2, 30)
+            assert delivery_notes() == [
+                "pasted",
+                "paste never appeared in the input box: pasting again in 5 s,"
+                " once the agent has read it (it has not yet)",
+            ]
+            pump_for(child, 8)  # past the 5 s: nothing goes in while the CLI has not read it
+            assert len(delivery_notes()) == 2
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent, signal.SIGCONT)
+        child.expect("LOOP-TURN-DONE")
+        notes = delivery_notes()
+        assert notes[2:] == ["the paste showed late: Enter follows", "enter", "confirmed"], notes
+        sent = workflow_requests(model)
+        assert len(sent) == 1, [r["last_user_text"][:80] for r in model.main_requests()]
+        assert sent[0]["last_user_text"].count(MARKER) == 1  # one copy of the text, not two
+        assert save_and_exit(child) == 0
+
+
 def assert_tokens_of_every_reply(ws, model) -> None:
     """The totals count every reply of the night once, across resumes and restarts: the CLI
     goes on in the same transcript file, so it is read again, never added twice."""

@@ -159,3 +159,40 @@ def test_a_draft_the_user_typed_after_the_enter_is_never_submitted_by_a_re_sent_
     theirs = Observation(ready=True, busy=False, input_empty=False, draft=True, typed_at=0.8)
     assert [w for t in (1.5, 5.0, 30.0) for w in d.step(t, theirs).writes] == []
     assert d.phase is Phase.ENTERED
+
+
+def test_a_paste_a_frozen_cli_has_not_read_is_never_pasted_again_and_shows_once_it_reads():
+    """A CLI stopped or too busy to read leaves the paste in its terminal's input queue; the box
+    looks empty, yet a second paste would land beside the first once it catches up."""
+    d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
+    d.step(0.0, READY_EMPTY)
+    frozen = Observation(ready=True, busy=False, input_empty=True, unread=len(d.payload()))
+    step = d.step(2.5, frozen)
+    assert (
+        step.note
+        == "paste never appeared in the input box: pasting again in 5 s, once the agent has read it (it has not yet)"
+    )
+    assert [w for t in range(3, 60) for w in d.step(float(t), frozen).writes] == []
+    assert d.next_deadline(60.0) == 61.0  # asked again each second while it stays unread
+    step = d.step(61.0, READY_DRAFT)  # it read the paste and drew it
+    assert step.note == "the paste showed late: Enter follows"
+    assert d.step(61.2, READY_DRAFT).writes == [ENTER]
+
+
+def test_a_paste_read_and_dropped_goes_in_again_only_once_the_cli_had_time_to_draw_it():
+    d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
+    d.step(0.0, READY_EMPTY)
+    busy_reading = Observation(ready=True, busy=False, input_empty=True, unread=3)
+    d.step(2.5, busy_reading)
+    d.step(7.9, busy_reading)
+    assert d.step(8.0, READY_EMPTY).writes == []  # read just now: not drawn yet, maybe
+    assert d.step(9.8, READY_EMPTY).writes == []
+    assert d.step(9.9, READY_EMPTY).writes == [d.payload()]
+
+
+def test_where_the_input_queue_cannot_be_asked_a_paste_never_shown_still_goes_in_again():
+    d = Delivery("workflow", "x", enter_delay=0.2, paste_timeout=2.0)
+    unknown = Observation(ready=True, busy=False, input_empty=True, unread=None)
+    d.step(0.0, unknown)
+    d.step(2.5, unknown)
+    assert d.step(7.5, unknown).writes == [d.payload()]

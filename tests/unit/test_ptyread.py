@@ -155,3 +155,44 @@ def test_bad_arguments_are_refused(pty):
             read_ready(pty.master, reads, 10)
     with pytest.raises(TypeError):
         read_ready("3", 1, 10)  # type: ignore[arg-type]
+
+
+_READS_ON_A_LINE = """
+import sys, tty
+tty.setraw(0)
+print("ready", flush=True)
+sys.stdin.buffer.readline()  # reads nothing until the test writes a line, then stops reading
+print("took", flush=True)
+import time; time.sleep(60)
+"""
+
+
+def _until_shown(agent: child.AgentProcess, text: bytes, seen: bytes) -> bytes:
+    deadline = time.monotonic() + 20
+    while text not in seen:
+        assert time.monotonic() < deadline, seen
+        select.select([agent.fd], [], [], 1)
+        seen += agent.read_ready(4, 1 << 20)[0]
+    return seen
+
+
+def test_what_the_agent_has_not_read_is_counted_until_it_reads_it(tmp_path):
+    """A CLI frozen or too busy to read leaves what was typed in its terminal's input queue."""
+    agent = child.AgentProcess.spawn(
+        [sys.executable, "-c", _READS_ON_A_LINE], str(tmp_path), dict(os.environ), (80, 24)
+    )
+    try:
+        seen = _until_shown(agent, b"ready", b"")
+        os.kill(agent.pid, signal.SIGSTOP)  # stopped: reads nothing
+        agent.queue(b"x" * 500 + b"\n")
+        agent.flush()
+        deadline = time.monotonic() + 10
+        while agent.unread_input() != 501 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the PTY hands bytes to the other side a moment later
+        assert agent.unread_input() == 501
+        os.kill(agent.pid, signal.SIGCONT)
+        _until_shown(agent, b"took", seen)
+        assert agent.unread_input() == 0
+    finally:
+        agent.signal_group(signal.SIGKILL)
+    assert agent.unread_input() in (0, None)  # gone: nothing pending, or nothing to ask

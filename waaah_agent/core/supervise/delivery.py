@@ -9,7 +9,9 @@ A paste the CLI never shows (it was drawing something else, or too slow under lo
 given up on: the delivery waits and pastes again into the empty box, after 5 s, then 10, 20,
 40 and every 60 s, for as long as the run lasts. A prompt given up on is work lost: the
 workflow never reaches the agent (nothing nudges an agent that never had it), a prompt of
-`waaah send` is dropped. Should the first paste show up late after all, its Enter follows.
+`waaah send` is dropped. Should the first paste show up late after all, its Enter follows; and
+while the CLI has not even read it (frozen, too busy: the shell tells from the terminal's input
+queue), nothing goes in again, or the text would land twice once the CLI catches up.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import NamedTuple
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 ENTER = b"\r"
+READ_SETTLE = 2.0  # after the CLI read what was typed, the time it has to draw it
 
 
 class Phase(Enum):
@@ -40,6 +43,7 @@ class Observation:
     input_empty: bool
     draft: bool = False  # the input box is drawn and holds text (busy or not)
     typed_at: float | None = None  # the user's last key to the agent
+    unread: int | None = 0  # bytes typed to the agent it has not read yet (None: unknown)
 
 
 class Step(NamedTuple):
@@ -67,6 +71,7 @@ class Delivery:
     unseen: int = 0  # pastes the CLI never showed
     pasted_at: float | None = None  # the last paste
     retry_at: float = 0.0  # no paste before this (after one that never showed)
+    unread_at: float | None = None  # last seen with typed bytes it had not read
 
     @property
     def done(self) -> bool:
@@ -91,6 +96,11 @@ class Delivery:
         if self.unseen and seen.ready and seen.draft and self._ours(seen):
             self.shown = True
             return self._go(Phase.PASTED, now, "the paste showed late: Enter follows", [])
+        if self.unseen and self._unread(now, seen):
+            # The CLI has not even read the last paste (frozen, or too busy to read): another
+            # now would land in the box twice once it catches up. It goes in only after the
+            # CLI read everything and had READ_SETTLE to draw it.
+            return Step([])
         if now < self.retry_at or not (seen.ready and seen.input_empty):
             return Step([])
         self.pasted_at = now
@@ -99,6 +109,7 @@ class Delivery:
 
     def _pasted(self, now: float, seen: Observation) -> Step:
         self.shown = self.shown or seen.draft
+        self._unread(now, seen)
         if now < self.since + self.enter_delay:
             return Step([])
         if seen.draft:
@@ -119,6 +130,8 @@ class Delivery:
         self.unseen += 1
         self.retry_at = now + wait
         note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
+        if self._unread(now, seen):
+            note += ", once the agent has read it (it has not yet)"
         return self._go(Phase.WAITING, now, note, [])
 
     def _entered(self, now: float, seen: Observation, confirmed_by_hook: bool) -> Step:
@@ -139,6 +152,12 @@ class Delivery:
         self.enters += 1
         return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
 
+    def _unread(self, now: float, seen: Observation) -> bool:
+        """Is something typed still unread by the CLI, or read too lately to be drawn yet?"""
+        if seen.unread:
+            self.unread_at = now
+        return self.unread_at is not None and now < self.unread_at + READ_SETTLE
+
     def _ours(self, seen: Observation) -> bool:
         """What the box holds was not typed by the user since the last paste."""
         return seen.typed_at is None or self.pasted_at is None or seen.typed_at < self.pasted_at
@@ -146,7 +165,10 @@ class Delivery:
     def next_deadline(self, now: float) -> float | None:
         """When ``step`` should run again even if the screen does not change."""
         if self.phase is Phase.WAITING and self.unseen:
-            return max(self.retry_at, now + 0.25)
+            # While the CLI leaves the paste unread, asked again each second (reading it and
+            # dropping it may change nothing on the screen).
+            unread = self.unread_at is not None and now < self.unread_at + READ_SETTLE
+            return now + 1.0 if unread else max(self.retry_at, now + 0.25)
         if self.phase is Phase.PASTED:
             return max(self.since + self.enter_delay, now + 0.25)
         if self.phase is Phase.ENTERED and now < self.since + self.confirm_timeout:

@@ -131,10 +131,13 @@ class Began:
 
 @dataclass(frozen=True)
 class Observed:
-    """A fresh reading of the screen; ``last_output`` is when the agent last wrote anything."""
+    """A fresh reading of the screen; ``last_output`` is when the agent last wrote anything;
+    ``unread``: bytes typed to the agent it has not read yet (asked only while a prompt is
+    being delivered; None: unknown)."""
 
     reading: Reading
     last_output: float
+    unread: int | None = 0
 
 
 @dataclass(frozen=True)

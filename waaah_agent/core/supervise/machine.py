@@ -258,7 +258,7 @@ class Machine:
         if not self.delivering:
             self._maybe_nudge(t, state, reading.input_empty)
             return
-        self._deliver(now, state, reading)
+        self._deliver(now, state, reading, event.unread)
 
     def _control(self, record: ControlRecord, now: float) -> None:
         """A command of the user's from another shell (`waaah send|pause|resume|stop`)."""
@@ -273,7 +273,7 @@ class Machine:
         elif command is ControlCommand.STOP:
             self.ending.stop(StopReason.USER, "waaah stop from another shell: saved, exiting", now)
 
-    def _deliver(self, now: float, state: AgentState, reading: Reading) -> None:
+    def _deliver(self, now: float, state: AgentState, reading: Reading, unread: int | None) -> None:
         delivery, out = self.delivery, self.out
         assert delivery is not None
         settled = self.seen.last_output + self.cfg.settle
@@ -288,6 +288,7 @@ class Machine:
             input_empty=reading.input_empty,
             draft=reading.input_ready and not reading.input_empty,
             typed_at=self.seen.last_user_input,
+            unread=unread,
         )
         hook, self.reports.hook_confirmed = self.reports.hook_confirmed, False
         step = delivery.step(now, seen, confirmed_by_hook=hook)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import signal
+import struct
+import termios
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +31,7 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching it away
 NATIVE_READ = _native_read is not None  # as installed (the tests may take it away)
 
 PR_SET_PDEATHSIG = 1
+TIOCGPTPEER = 0x5441  # Linux 4.13+: the PTY's other side, opened from the master (no path)
 READ_SIZE = 65536
 READ_PIECE = 4096  # per read in read_ready (as _ptyread.c)
 
@@ -122,6 +126,22 @@ class AgentProcess:
     @property
     def wants_write(self) -> bool:
         return bool(self._out)
+
+    def unread_input(self) -> int | None:
+        """Bytes typed to the agent that it has not read yet: those still queued here and those
+        in its terminal's input queue (the PTY's other side, opened for one ``FIONREAD``: a CLI
+        frozen or too busy to read shows them there). None where that cannot be asked."""
+        try:
+            peer = fcntl.ioctl(self.fd, TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            (waiting,) = struct.unpack("i", fcntl.ioctl(peer, termios.FIONREAD, b"\0\0\0\0"))
+        except OSError:
+            return None
+        finally:
+            os.close(peer)
+        return self._out.pending + int(waiting)
 
     def flush(self) -> None:
         """Write what the PTY takes now; keep the rest (partial writes included)."""
