@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -125,11 +126,24 @@ def pump_until(child: pexpect.spawn, check: Callable[[], Any], timeout: float = 
 
     def read_a_little() -> None:
         try:
-            child.read_nonblocking(65536, timeout=0.1)
+            data = child.read_nonblocking(65536, timeout=0.1)
         except pexpect.TIMEOUT:
-            pass
+            return
+        except pexpect.EOF as err:  # the command under test ended: say what it showed last
+            raise pexpect.EOF(f"the terminal closed; its last lines: {last_lines(child)!r}") from err
+        child.pumped_tail = (getattr(child, "pumped_tail", b"") + data)[-TAIL:]
 
     return _until(check, timeout, read_a_little)
+
+
+TAIL = 4000
+_SEQUENCE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def last_lines(child: pexpect.spawn, lines: int = 12) -> list[str]:
+    """The last lines a test read from ``child`` through :func:`pump_until`, escapes removed."""
+    text = _SEQUENCE.sub(b"", getattr(child, "pumped_tail", b"")).decode("utf-8", "replace")
+    return [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()][-lines:]
 
 
 def pump_for(child: pexpect.spawn, seconds: float) -> None:
