@@ -11,6 +11,7 @@ SIM_REPLY_FLOOD=N (N flood lines before every reply), SIM_TRANSCRIPT_DIR, SIM_SU
 submitted prompt is in the transcript at once but stays shown in the input box, not busy, for S
 seconds: the moment between the CLI taking a prompt and the screen showing it), SIM_DROP_PASTES=1,3
 (the first and third pastes are lost: nothing shows, as when a CLI too busy drawing misses one),
+SIM_DROP_ENTERS=1,2 (the first and second Enters into the input box do nothing: the text stays),
 SIM_ECHO=cells|cr (typed keys shown
 cell by cell with cursor moves and colours, or as the input line written again after a CR,
 instead of a redraw), SIM_SPAWN=setsid,nohup (at start, leave processes behind the way tools do: ``setsid``, a
@@ -72,6 +73,9 @@ class Sim:
         drop = os.environ.get("SIM_DROP_PASTES", "")
         self.drop_pastes = {int(n) for n in drop.split(",") if n.strip().isdigit()}
         self.pastes = 0
+        drop = os.environ.get("SIM_DROP_ENTERS", "")
+        self.drop_enters = {int(n) for n in drop.split(",") if n.strip().isdigit()}
+        self.enters = 0
         self.busy_until = 0.0
         self.busy_started = 0.0
         self.pending_reply = ""
@@ -174,7 +178,8 @@ class Sim:
         elif key in (b"\x7f", b"\x08"):
             self.draft = self.draft[:-1]
         elif key == b"\r":
-            return self.submit()
+            self.enters += 1
+            return None if self.enters in self.drop_enters else self.submit()  # SIM_DROP_ENTERS: lost
         elif key >= b" ":
             self.draft += key.decode("latin-1")
             rows = shutil.get_terminal_size((120, 40))[1]

@@ -105,6 +105,32 @@ def test_a_workflow_paste_the_agent_never_showed_goes_in_again_and_arrives_once(
     assert save_and_exit(child) == 0
 
 
+def test_a_workflow_whose_enters_the_agent_drops_is_submitted_later_not_given_up_on(workspace, fake_home):
+    """A CLI that ignores the first four Enters (the first and the three quick re-sends): the
+    workflow stayed in its box unsent all night, and nothing nudged an agent without it."""
+    child = spawn_waaah(
+        workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home, SIM_DROP_ENTERS="1,2,3,4")
+    )
+    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace), timeout=60)
+    sid = state(workspace)["native_session_id"]
+    pump_until(child, lambda: sim_messages(workspace, sid, role="model"))
+    pump_for(child, 1.5)
+    expected = find_workflow("waaah-orc", workspace).text.strip()
+    assert sim_messages(workspace, sid) == [expected]  # once: only the Enter went again
+    notes = [e["note"] for e in events(workspace) if e["event"] == "delivery"]
+    assert notes == [
+        "pasted",
+        "enter",
+        "enter re-sent (1)",
+        "enter re-sent (2)",
+        "enter re-sent (3): the prompt is still in the input box; again in 5 s if it stays",
+        "enter re-sent (4): the prompt is still in the input box; again in 10 s if it stays",
+        "confirmed",
+    ]
+    assert state(workspace)["workflow_delivered"] is True
+    assert save_and_exit(child) == 0
+
+
 def test_a_sent_prompt_whose_paste_never_showed_is_typed_later_not_dropped(workspace, fake_home):
     env = sim_env(fake_home, SIM_DROP_PASTES="2")  # the workflow is the first paste
     child = start_and_deliver(workspace, env)

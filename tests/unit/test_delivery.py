@@ -1,4 +1,4 @@
-"""Typing a prompt: paste once, Enter separately, confirm, bounded Enter retries."""
+"""Typing a prompt: paste once, Enter separately, confirm; retries that never give up."""
 
 from waaah_agent.core.supervise.delivery import ENTER, PASTE_END, PASTE_START, Delivery, Observation, Phase
 
@@ -23,16 +23,41 @@ def test_never_types_over_a_human_draft_or_into_a_busy_agent():
     assert d.phase is Phase.WAITING
 
 
-def test_enter_is_resent_at_most_three_times_and_the_text_never_twice():
-    d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=1.0)
-    writes = d.step(0.0, READY_EMPTY).writes
-    t = 0.2
-    for _ in range(20):
-        writes += d.step(t, READY_DRAFT).writes
-        t += 0.5
-    assert writes.count(ENTER) == 4  # the first Enter and three re-sends
+def test_an_enter_the_cli_drops_goes_again_three_times_then_ever_more_slowly_and_the_text_never_twice():
+    """A CLI that drops every Enter: the text stays in the box, in sight; the Enter goes again 3 s
+    apart three times, then after 5, 10, 20, 40 and every 60 s for as long as the run lasts (given
+    up on, the workflow would never reach the agent and nothing nudges an agent without it)."""
+    d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=3.0)
+    writes, notes, t = d.step(0.0, READY_EMPTY).writes, [], 0.2
+    while t < 3600.0:
+        step = d.step(t, READY_DRAFT)
+        writes += step.writes
+        notes += [(t, step.note)] if step.writes else []
+        t = round(t + 0.1, 1)
     assert sum(w.startswith(PASTE_START) for w in writes) == 1
-    assert d.phase is Phase.FAILED
+    assert not d.done and d.phase is Phase.ENTERED
+    gaps = [round(b[0] - a[0], 1) for a, b in zip(notes, notes[1:], strict=False)]
+    assert gaps[:9] == [3.0, 3.0, 3.0, 5.0, 10.0, 20.0, 40.0, 60.0, 60.0]
+    assert 64 <= writes.count(ENTER) <= 67  # 8 in the first 84 s, then one a minute
+    assert notes[3][1] == "enter re-sent (3): the prompt is still in the input box; again in 5 s if it stays"
+    assert d.step(t, BUSY).writes == [] and d.phase is Phase.CONFIRMED  # taken at last
+
+
+def test_past_the_quick_re_sends_an_enter_goes_only_to_an_agent_at_its_prompt():
+    """The slow re-sends wait for the agent to be ready: never into a busy agent that still shows
+    the text (a CLI that queues it), nor while the user types over it."""
+    d = Delivery("workflow", "x", enter_delay=0.2, confirm_timeout=1.0)
+    d.step(0.0, READY_EMPTY)
+    t = 0.2
+    while d.enters <= d.max_enter_retries:
+        d.step(t, READY_DRAFT)
+        t += 0.1
+    assert d.next_deadline(t) == d.since + 5.0
+    busy_with_draft = Observation(ready=False, busy=True, input_empty=False, draft=True)
+    assert [w for k in range(200) for w in d.step(d.since + 5 + k * 0.5, busy_with_draft).writes] == []
+    theirs = Observation(ready=True, busy=False, input_empty=False, draft=True, typed_at=d.since + 1)
+    assert d.step(d.since + 120, theirs).writes == []
+    assert d.step(d.since + 121, READY_DRAFT).writes == [ENTER]
 
 
 def test_busy_with_the_text_still_in_the_box_is_not_taken_and_enter_is_sent_again():

@@ -2,8 +2,9 @@
 
 Pure: fed the time and what the screen shows, it returns the bytes to write. A prompt is
 never typed twice into the box: the text goes in again only into a box seen empty (the CLI
-emptied it before any Enter, or never showed the paste at all), and only the Enter is re-sent,
-a bounded number of times, when nothing shows that the prompt was taken.
+emptied it before any Enter, or never showed the paste at all), and only the Enter is re-sent
+when the text stays in the box: three times, 3 s apart, then after 5 s, 10, 20, 40 and every
+60 s, while the agent sits at its prompt with the text the user did not touch.
 
 A paste the CLI never shows (it was drawing something else, or too slow under load) is not
 given up on: the delivery waits and pastes again into the empty box, after 5 s, then 10, 20,
@@ -11,7 +12,9 @@ given up on: the delivery waits and pastes again into the empty box, after 5 s, 
 workflow never reaches the agent (nothing nudges an agent that never had it), a prompt of
 `waaah send` is dropped. Should the first paste show up late after all, its Enter follows; and
 while the CLI has not even read it (frozen, too busy: the shell tells from the terminal's input
-queue), nothing goes in again, or the text would land twice once the CLI catches up.
+queue), nothing goes in again, or the text would land twice once the CLI catches up. A prompt
+whose Enter the CLI drops is not given up on either: the text stays in the box, in sight of
+anyone who looks, and the Enter goes again, more slowly, until the box empties.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ class Phase(Enum):
     PASTED = "pasted"  # text is in the input box; Enter comes after the delay
     ENTERED = "entered"  # Enter sent; waiting for the screen or a hook to confirm
     CONFIRMED = "confirmed"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Delivery:
     text: str
     enter_delay: float = 0.5
     confirm_timeout: float = 3.0
-    max_enter_retries: int = 3
+    max_enter_retries: int = 3  # re-sent confirm_timeout apart; then the retries' waits
     paste_timeout: float = 5.0
     first_retry: float = 5.0  # the wait before a paste that never showed goes in again
     max_retry: float = 60.0  # the retries' waits double up to this
@@ -75,7 +77,7 @@ class Delivery:
 
     @property
     def done(self) -> bool:
-        return self.phase in (Phase.CONFIRMED, Phase.FAILED)
+        return self.phase is Phase.CONFIRMED
 
     def payload(self) -> bytes:
         # The paste end marker inside the text would end the paste early; drop it.
@@ -126,7 +128,7 @@ class Delivery:
         # nothing and look like success.
         if now < self.since + self.paste_timeout:
             return Step([])
-        wait = min(self.max_retry, self.first_retry * 2 ** min(self.unseen, 16))
+        wait = self._retry_wait(self.unseen)
         self.unseen += 1
         self.retry_at = now + wait
         note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
@@ -140,17 +142,33 @@ class Delivery:
         # history under a busy marker, its box hidden, and drops the Enter.
         if confirmed_by_hook or seen.input_empty:
             return self._go(Phase.CONFIRMED, now, "confirmed", [])
-        if now < self.since + self.confirm_timeout:
+        if now < self.since + self._enter_wait():
             return Step([])
         if not (seen.draft and self._ours(seen)):
             # No box showing the text (a dialog over it, a redraw), or the user typed since:
             # an Enter now would answer whatever is drawn, or submit their draft. The screen
             # changing back brings the next step.
             return Step([])
-        if self.enters > self.max_enter_retries:
-            return self._go(Phase.FAILED, now, "not confirmed", [])
+        slow = self.enters > self.max_enter_retries
+        if slow and not seen.ready:
+            return Step([])  # past the quick re-sends: only at the agent's prompt, nothing over it
         self.enters += 1
-        return self._go(Phase.ENTERED, now, f"enter re-sent ({self.enters - 1})", [ENTER])
+        note = f"enter re-sent ({self.enters - 1})"
+        if self.enters > self.max_enter_retries:
+            note += f": the prompt is still in the input box; again in {self._enter_wait():.0f} s if it stays"
+        return self._go(Phase.ENTERED, now, note, [ENTER])
+
+    def _enter_wait(self) -> float:
+        """The wait after the last Enter before the next: confirm_timeout for the first re-sends,
+        then the retries' doubling waits."""
+        late = self.enters - self.max_enter_retries - 1
+        if late < 0:
+            return self.confirm_timeout
+        return self._retry_wait(late)
+
+    def _retry_wait(self, n: int) -> float:
+        """The wait before retry number ``n`` (from 0): first_retry, doubling up to max_retry."""
+        return min(self.max_retry, self.first_retry * 2.0 ** min(n, 16))
 
     def _unread(self, now: float, seen: Observation) -> bool:
         """Is something typed still unread by the CLI, or read too lately to be drawn yet?"""
@@ -171,8 +189,8 @@ class Delivery:
             return now + 1.0 if unread else max(self.retry_at, now + 0.25)
         if self.phase is Phase.PASTED:
             return max(self.since + self.enter_delay, now + 0.25)
-        if self.phase is Phase.ENTERED and now < self.since + self.confirm_timeout:
-            return self.since + self.confirm_timeout
+        if self.phase is Phase.ENTERED and now < self.since + self._enter_wait():
+            return self.since + self._enter_wait()
         return None
 
     def _go(self, phase: Phase, now: float, note: str, out: list[bytes]) -> Step:
