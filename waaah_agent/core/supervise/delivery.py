@@ -98,7 +98,7 @@ class Delivery:
         if self.unseen and seen.ready and seen.draft and self._ours(seen):
             self.shown = True
             return self._go(Phase.PASTED, now, "the paste showed late: Enter follows", [])
-        if self.unseen and self._unread(now, seen):
+        if self.unseen and self._note_unread(now, seen):
             # The CLI has not even read the last paste (frozen, or too busy to read): another
             # now would land in the box twice once it catches up. It goes in only after the
             # CLI read everything and had READ_SETTLE to draw it.
@@ -111,7 +111,7 @@ class Delivery:
 
     def _pasted(self, now: float, seen: Observation) -> Step:
         self.shown = self.shown or seen.draft
-        self._unread(now, seen)
+        self._note_unread(now, seen)
         if now < self.since + self.enter_delay:
             return Step([])
         if seen.draft:
@@ -132,7 +132,7 @@ class Delivery:
         self.unseen += 1
         self.retry_at = now + wait
         note = f"paste never appeared in the input box: pasting again in {wait:.0f} s"
-        if self._unread(now, seen):
+        if self._reading(now):
             note += ", once the agent has read it (it has not yet)"
         return self._go(Phase.WAITING, now, note, [])
 
@@ -170,11 +170,20 @@ class Delivery:
         """The wait before retry number ``n`` (from 0): first_retry, doubling up to max_retry."""
         return min(self.max_retry, self.first_retry * 2.0 ** min(n, 16))
 
-    def _unread(self, now: float, seen: Observation) -> bool:
-        """Is something typed still unread by the CLI, or read too lately to be drawn yet?"""
+    def _note_unread(self, now: float, seen: Observation) -> bool:
+        """Keep when the CLI last had typed bytes unread; then :meth:`_reading`."""
         if seen.unread:
             self.unread_at = now
+        return self._reading(now)
+
+    def _reading(self, now: float) -> bool:
+        """Is something typed still unread by the CLI, or read too lately to be drawn yet?"""
         return self.unread_at is not None and now < self.unread_at + READ_SETTLE
+
+    @property
+    def asks_unread(self) -> bool:
+        """Whether the next step looks at ``Observation.unread`` (the shell asks only then)."""
+        return self.phase is Phase.PASTED or (self.phase is Phase.WAITING and self.unseen > 0)
 
     def _ours(self, seen: Observation) -> bool:
         """What the box holds was not typed by the user since the last paste."""
@@ -185,8 +194,7 @@ class Delivery:
         if self.phase is Phase.WAITING and self.unseen:
             # While the CLI leaves the paste unread, asked again each second (reading it and
             # dropping it may change nothing on the screen).
-            unread = self.unread_at is not None and now < self.unread_at + READ_SETTLE
-            return now + 1.0 if unread else max(self.retry_at, now + 0.25)
+            return now + 1.0 if self._reading(now) else max(self.retry_at, now + 0.25)
         if self.phase is Phase.PASTED:
             return max(self.since + self.enter_delay, now + 0.25)
         if self.phase is Phase.ENTERED and now < self.since + self._enter_wait():

@@ -132,8 +132,8 @@ class Began:
 @dataclass(frozen=True)
 class Observed:
     """A fresh reading of the screen; ``last_output`` is when the agent last wrote anything;
-    ``unread``: bytes typed to the agent it has not read yet (asked only while a prompt is
-    being delivered; None: unknown)."""
+    ``unread``: bytes typed to the agent it has not read yet (asked only while a paste awaits
+    the screen: ``Machine.asks_unread``; None: unknown)."""
 
     reading: Reading
     last_output: float

@@ -109,6 +109,11 @@ class Machine:
     def delivering(self) -> bool:
         return self.delivery is not None and not self.delivery.done
 
+    @property
+    def asks_unread(self) -> bool:
+        """Whether the next screen reading should say what the agent has not read of what was typed."""
+        return self.delivery is not None and self.delivery.asks_unread
+
     # -- the interface -------------------------------------------------------------------
     def handle(self, event: Event, t: Instant) -> list[Action]:
         """Everything to do about ``event``, in order."""

@@ -237,7 +237,7 @@ class Supervisor:
             self._serve_keys()  # ... and while the screen was read
             if self.outcome is not None:
                 return
-            unread = self.child.unread_input() if self.machine.delivering else 0
+            unread = self.child.unread_input() if self.machine.asks_unread else 0
             self.tell(ev.Observed(observed, self.feed.last_output, unread))
             if self.logs.waiting:  # what the keys made the agent show: recorded (or hidden) ...
                 read_all = self.feed.read_seq >= self._keys_seq
