@@ -27,7 +27,8 @@ from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.safe_read import read_capped
 
-PROBE_TIMEOUT = 30.0  # seconds for --version and --help together (a node CLI under load is slow)
+PROBE_TIMEOUT = 60.0  # seconds for --version and --help together: each costs a node CLI ~2-3 s of CPU,
+# and a loaded machine stretched the two past 30 s (the CLI was then started unjudged, and refused)
 _CACHE_CAP = 1024 * 1024
 _OUTPUT_CAP = 256 * 1024
 _KEPT = 50  # binaries remembered
