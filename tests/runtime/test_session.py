@@ -81,52 +81,42 @@ def test_workflow_arrives_once_and_is_submitted(workspace, fake_home):
     assert save_and_exit(child) == 0
 
 
-def test_a_workflow_paste_the_agent_never_showed_goes_in_again_and_arrives_once(workspace, fake_home):
+LOST_PASTE = [
+    "pasted",
+    "paste never appeared in the input box: pasting again in 5 s",
+    "pasted again (1)",
+    "enter",
+    "confirmed",
+]
+LOST_ENTERS = [
+    "pasted",
+    "enter",
+    "enter re-sent (1)",
+    "enter re-sent (2)",
+    "enter re-sent (3): the prompt is still in the input box; again in 5 s if it stays",
+    "enter re-sent (4): the prompt is still in the input box; again in 10 s if it stays",
+    "confirmed",
+]
+
+
+@pytest.mark.parametrize(
+    ("knob", "notes"),
+    [({"SIM_DROP_PASTES": "1"}, LOST_PASTE), ({"SIM_DROP_ENTERS": "1,2,3,4"}, LOST_ENTERS)],
+    ids=["paste-lost", "four-enters-lost"],
+)
+def test_a_workflow_the_agent_missed_goes_again_and_arrives_once(workspace, fake_home, knob, notes):
     """A CLI too busy drawing (gemini on a loaded machine) can miss a paste: nothing shows in
-    its box. Given up on, the workflow never reached the agent and nothing nudged it again."""
-    child = spawn_waaah(
-        workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home, SIM_DROP_PASTES="1")
-    )
-    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace), timeout=40)
+    its box; one that drops Enters leaves the text in it (the first and the three quick
+    re-sends lost here). Given up on, the workflow never reached the agent, and nothing nudges
+    an agent that never had it: it sat at its prompt all night."""
+    child = spawn_waaah(workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home, **knob))
+    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace), timeout=60)
     sid = state(workspace)["native_session_id"]
     pump_until(child, lambda: sim_messages(workspace, sid, role="model"))
     pump_for(child, 1.5)  # a duplicate paste or Enter would show within this stretch
     expected = find_workflow("waaah-orc", workspace).text.strip()
-    assert sim_messages(workspace, sid) == [expected]
-    notes = [e["note"] for e in events(workspace) if e["event"] == "delivery"]
-    assert notes == [
-        "pasted",
-        "paste never appeared in the input box: pasting again in 5 s",
-        "pasted again (1)",
-        "enter",
-        "confirmed",
-    ]
-    assert state(workspace)["workflow_delivered"] is True
-    assert save_and_exit(child) == 0
-
-
-def test_a_workflow_whose_enters_the_agent_drops_is_submitted_later_not_given_up_on(workspace, fake_home):
-    """A CLI that ignores the first four Enters (the first and the three quick re-sends): the
-    workflow stayed in its box unsent all night, and nothing nudged an agent without it."""
-    child = spawn_waaah(
-        workspace, "--start=simulated", "--no-nudge", env=sim_env(fake_home, SIM_DROP_ENTERS="1,2,3,4")
-    )
-    pump_until(child, lambda: session_dirs(workspace) and delivered(workspace), timeout=60)
-    sid = state(workspace)["native_session_id"]
-    pump_until(child, lambda: sim_messages(workspace, sid, role="model"))
-    pump_for(child, 1.5)
-    expected = find_workflow("waaah-orc", workspace).text.strip()
-    assert sim_messages(workspace, sid) == [expected]  # once: only the Enter went again
-    notes = [e["note"] for e in events(workspace) if e["event"] == "delivery"]
-    assert notes == [
-        "pasted",
-        "enter",
-        "enter re-sent (1)",
-        "enter re-sent (2)",
-        "enter re-sent (3): the prompt is still in the input box; again in 5 s if it stays",
-        "enter re-sent (4): the prompt is still in the input box; again in 10 s if it stays",
-        "confirmed",
-    ]
+    assert sim_messages(workspace, sid) == [expected]  # once: only what was lost went again
+    assert [e["note"] for e in events(workspace) if e["event"] == "delivery"] == notes
     assert state(workspace)["workflow_delivered"] is True
     assert save_and_exit(child) == 0
 
