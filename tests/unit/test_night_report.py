@@ -78,6 +78,35 @@ def test_tasks_the_session_link_kept_or_brought_back_are_said_and_marked():
     assert "tasks served: 1" in text
 
 
+def test_prompts_that_needed_another_paste_or_enter_are_counted_and_marked():
+    """A workflow left unsent in the box shows the night as idle: the report says why."""
+    delivery = [
+        ("workflow", "pasted"),
+        ("workflow", "paste never appeared in the input box: pasting again in 5 s"),
+        ("workflow", "pasted again (1)"),
+        ("workflow", "enter"),
+        ("workflow", "enter re-sent (1)"),
+        ("workflow", "confirmed"),
+        ("continue", "pasted"),
+        ("continue", "enter"),
+        ("continue", "confirmed"),
+        ("send", 7),  # an odd note is no retry
+    ]
+    events = [{"event": "start", "t": 0}] + [
+        {"event": "delivery", "kind": kind, "phase": "x", "note": note, "t": 10 + i}
+        for i, (kind, note) in enumerate(delivery)
+    ]
+    night = read_night([("s", events, None)])
+    assert night.count("typed again") == 2
+    assert [(m.kind, m.cause, m.t) for m in night.markers] == [
+        ("prompt typed again", "workflow: pasted again (1)", 12),
+        ("prompt typed again", "workflow: enter re-sent (1)", 14),
+    ]
+    text = "\n".join(summary_lines(night, str))
+    assert "prompts typed again: 2 (a paste the agent never showed, or an Enter it dropped)" in text
+    assert "prompts typed again" not in "\n".join(summary_lines(read_night([("s", events[:2], None)]), str))
+
+
 def test_odd_events_are_skipped_and_an_empty_session_is_none():
     night = read_night([("s", [{"event": "state"}, {"t": "x"}], None), ("t", [], None)])
     assert night.sessions == [] and summary_lines(night, str) == ["no events in the sessions asked for"]

@@ -126,5 +126,6 @@ class Night:
         return {k: self.spent[k] for k in KINDS if k in self.spent}
 
     def count(self, what: str) -> int:
-        """``tasks``, ``nudges``, ``answered``, ``restarts`` or ``kept``: all of them, not only those listed."""
+        """``tasks``, ``nudges``, ``answered``, ``restarts``, ``kept`` or ``typed again`` (prompts that
+        needed another paste or Enter): all of them, not only those listed."""
         return self.counts.get(what, 0)

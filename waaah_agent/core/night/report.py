@@ -221,6 +221,10 @@ class _Session:
             self.task["outcome"] = "answered"
         elif name_ == "mcp-tool_end" and self.task is not None and e.get("tool") == "block_task":
             self.task["outcome"] = "blocked"
+        elif name_ == "delivery" and _typed_again(e):
+            cause = clipped(f"{e.get('kind', '')}: {e.get('note', '')}")
+            self.markers.add(Marker(name, t, "prompt typed again", cause))
+            self.night.counts["typed again"] = self.night.count("typed again") + 1
         elif name_ in LINK_EVENTS:
             self.rows["kept"].add(Kept(name, t, clipped(_kept(e)), LINK_EVENTS[name_]))
         elif name_ == "tokens":  # the session's totals so far (every transcript file of it)
@@ -291,6 +295,13 @@ def _cause(name: str, e: Mapping[str, Any]) -> str:
     return name
 
 
+def _typed_again(e: Mapping[str, Any]) -> bool:
+    """A delivery that needed another go: a paste the agent never showed (or emptied), an Enter
+    it dropped (core/supervise/delivery.py's notes)."""
+    note = e.get("note")
+    return isinstance(note, str) and note.startswith(("pasted again", "enter re-sent"))
+
+
 def _kept(e: Mapping[str, Any]) -> str:
     return str(e.get("task_id") or f"EVICT {e.get('evict', '')}".strip())
 
@@ -349,6 +360,14 @@ def summary_lines(night: Night, clock: Any) -> list[str]:
         "loop before the next)",
         f"restarts: {night.count('restarts')}",
         *_listed(restarts, night.count("restarts")),
+        *(
+            [
+                f"prompts typed again: {night.count('typed again')} (a paste the agent never showed, "
+                "or an Enter it dropped)"
+            ]
+            if night.count("typed again")
+            else []
+        ),
     ]
     if night.tokens:
         _, i, o = night.tokens[-1]

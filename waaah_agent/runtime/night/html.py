@@ -29,7 +29,12 @@ COLOURS = {
     "restarting": "#c62828",
     "starting": "#80cbc4",
 }
-MARKER_COLOURS = {"nudge": "#fbc02d", "restart": "#c62828", "Esc on a stall": "#d84315"}
+MARKER_COLOURS = {
+    "nudge": "#fbc02d",
+    "restart": "#c62828",
+    "Esc on a stall": "#d84315",
+    "prompt typed again": "#6a1b9a",
+}
 RUN_ROWS = 500
 
 
