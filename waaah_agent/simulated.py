@@ -70,12 +70,8 @@ class Sim:
         self.draft = ""
         self.in_paste = False
         self.paste_buf = b""
-        drop = os.environ.get("SIM_DROP_PASTES", "")
-        self.drop_pastes = {int(n) for n in drop.split(",") if n.strip().isdigit()}
-        self.pastes = 0
-        drop = os.environ.get("SIM_DROP_ENTERS", "")
-        self.drop_enters = {int(n) for n in drop.split(",") if n.strip().isdigit()}
-        self.enters = 0
+        self.drop_pastes, self.pastes = _numbers("SIM_DROP_PASTES"), 0
+        self.drop_enters, self.enters = _numbers("SIM_DROP_ENTERS"), 0
         self.busy_until = 0.0
         self.busy_started = 0.0
         self.pending_reply = ""
@@ -236,6 +232,11 @@ class Sim:
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
         with self.transcript.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(message) + "\n")
+
+
+def _numbers(name: str) -> set[int]:
+    """The numbers in the comma-separated environment variable ``name`` (SIM_DROP_PASTES=1,3)."""
+    return {int(n) for n in os.environ.get(name, "").split(",") if n.strip().isdigit()}
 
 
 def flood(count: int) -> None:

@@ -165,6 +165,7 @@ def test_a_sigkilled_supervisor_s_leftovers_are_reported_with_the_command_that_s
 
 FAKE_GEMINI = """#!/bin/sh
 if [ "$1" = "--version" ]; then echo 0.0.0; exit 0; fi
+if [ "$1" = "--help" ]; then echo "Usage: gemini [options]"; exit 0; fi
 setsid sleep 300 </dev/null >/dev/null 2>&1 &
 echo "daemon $!" >> "$FAKE_PIDS"
 echo "cli $$" >> "$FAKE_PIDS"

@@ -88,6 +88,15 @@ def test_a_cache_that_cannot_be_written_costs_only_another_ask(tmp_path):
     assert len(starts(log)) == 4
 
 
+def test_the_probe_waits_longer_only_on_a_loaded_machine():
+    """Each probe costs a node CLI seconds of CPU: on a machine whose cores are all busy it is
+    given more time (at most 3x), on an idle one a CLI that hangs is not waited for longer."""
+    assert releases.probe_timeout(0.2) == releases.probe_timeout(1.0) == 30.0
+    assert releases.probe_timeout(2.0) == 60.0
+    assert releases.probe_timeout(40.0) == 90.0
+    assert 30.0 <= releases.probe_timeout() <= 90.0
+
+
 def test_a_cli_that_hangs_is_given_up_on_within_the_timeout(tmp_path, monkeypatch):
     monkeypatch.setattr(releases, "PROBE_TIMEOUT", 1.0)
     binary, _ = fake_cli(tmp_path / "bin", "", body="#!/bin/sh\nsleep 30\n")

@@ -27,8 +27,11 @@ from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.safe_read import read_capped
 
-PROBE_TIMEOUT = 60.0  # seconds for --version and --help together: each costs a node CLI ~2-3 s of CPU,
-# and a loaded machine stretched the two past 30 s (the CLI was then started unjudged, and refused)
+# Seconds for --version and --help together, on a machine with a core to spare; stretched by its
+# load (probe_timeout): each costs a node CLI ~2-3 s of CPU, and a loaded machine stretched the two
+# past 30 s (the CLI was then started unjudged, and refused its command line).
+PROBE_TIMEOUT = 30.0
+MAX_STRETCH = 3.0
 _CACHE_CAP = 1024 * 1024
 _OUTPUT_CAP = 256 * 1024
 _KEPT = 50  # binaries remembered
@@ -88,13 +91,25 @@ def save(path: Path, entries: dict[str, Any]) -> None:
 def probe(binary: str, env: Mapping[str, str]) -> Release:
     """Ask ``binary`` for its version and its help, in a throwaway HOME, both at once."""
     with tempfile.TemporaryDirectory(prefix="waaah-probe-") as home:
-        deadline = time.monotonic() + PROBE_TIMEOUT
+        deadline = time.monotonic() + probe_timeout()
         # Each in a HOME of its own: two starts of a CLI in one HOME race for its files.
         asks = {
             flag: _start(binary, flag, env, Path(home) / flag.strip("-")) for flag in ("--version", "--help")
         }
         said = {flag: _finish(proc, deadline) for flag, proc in asks.items()}
     return Release(parse_version(said["--version"]), options_in_help(said["--help"]))
+
+
+def probe_timeout(load: float | None = None) -> float:
+    """PROBE_TIMEOUT times the machine's load per core over the last minute, when it is over 1
+    (at most MAX_STRETCH times): a CLI that answers slowly because every core is busy is waited
+    for; one that hangs on an idle machine is not waited for longer."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0] / (os.cpu_count() or 1)
+        except OSError:
+            load = 0.0
+    return PROBE_TIMEOUT * min(MAX_STRETCH, max(1.0, load))
 
 
 def probe_env(env: Mapping[str, str], home: str) -> dict[str, str]:
