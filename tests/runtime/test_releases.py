@@ -88,13 +88,34 @@ def test_a_cache_that_cannot_be_written_costs_only_another_ask(tmp_path):
     assert len(starts(log)) == 4
 
 
-def test_the_probe_waits_longer_only_on_a_loaded_machine():
-    """Each probe costs a node CLI seconds of CPU: on a machine whose cores are all busy it is
-    given more time (at most 3x), on an idle one a CLI that hangs is not waited for longer."""
-    assert releases.probe_timeout(0.2) == releases.probe_timeout(1.0) == 30.0
-    assert releases.probe_timeout(2.0) == 60.0
-    assert releases.probe_timeout(40.0) == 90.0
-    assert 30.0 <= releases.probe_timeout() <= 90.0
+def test_a_cli_slow_because_the_machine_is_busy_is_waited_for_past_the_timeout(tmp_path, monkeypatch):
+    """Each probe costs a node CLI seconds of CPU, and a loaded machine stretched the two past the
+    timeout: a probe still using CPU is waited for (to PROBE_MAX); one that hangs is not."""
+    monkeypatch.setattr(releases, "PROBE_TIMEOUT", 1.0)
+    monkeypatch.setattr(releases, "PROBE_MORE", 0.5)
+    burn = "i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done"  # a few seconds of CPU in sh
+    body = CLI.replace('case "$1" in', burn + '\ncase "$1" in')
+    binary, _ = fake_cli(tmp_path / "bin", "0.51.0", body=body)
+    started = time.monotonic()
+    found = releases.release_of(str(binary), env_for(tmp_path))
+    took = time.monotonic() - started
+    assert found.version == "0.51.0" and "--resume" in found.options, took
+    assert took > 1.0  # it was past the timeout, working
+
+
+def test_a_cli_that_works_forever_is_ended_at_the_most(tmp_path, monkeypatch):
+    monkeypatch.setattr(releases, "PROBE_TIMEOUT", 1.0)
+    monkeypatch.setattr(releases, "PROBE_MORE", 0.5)
+    monkeypatch.setattr(releases, "PROBE_MAX", 3.0)
+    binary, _ = fake_cli(tmp_path / "bin", "", body="#!/bin/sh\nwhile :; do :; done\n")
+    started = time.monotonic()
+    found = releases.release_of(str(binary), env_for(tmp_path))
+    assert found.version == "" and 2.5 < time.monotonic() - started < 10
+
+
+def test_the_cpu_of_a_process_group_is_read_and_a_missing_one_is_none():
+    assert releases.group_cpu(os.getpgid(0)) > 0  # this test's own group has worked
+    assert releases.group_cpu(2**22 + 12345) == 0.0
 
 
 def test_a_cli_that_hangs_is_given_up_on_within_the_timeout(tmp_path, monkeypatch):

@@ -27,11 +27,14 @@ from waaah_agent.errors import UsageError
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.safe_read import read_capped
 
-# Seconds for --version and --help together, on a machine with a core to spare; stretched by its
-# load (probe_timeout): each costs a node CLI ~2-3 s of CPU, and a loaded machine stretched the two
-# past 30 s (the CLI was then started unjudged, and refused its command line).
+# Seconds for --version and --help together. Each costs a node CLI ~2-3 s of CPU, and a loaded
+# machine stretched the two past 30 s (the CLI was then started unjudged, and refused its command
+# line): past PROBE_TIMEOUT a probe still using CPU is given PROBE_MORE seconds at a time, up to
+# PROBE_MAX; one that uses none (it hangs, waits on the network) is ended.
 PROBE_TIMEOUT = 30.0
-MAX_STRETCH = 3.0
+PROBE_MORE = 5.0
+PROBE_MAX = 90.0
+WORKING = 0.05  # CPU seconds over PROBE_MORE that count as working
 _CACHE_CAP = 1024 * 1024
 _OUTPUT_CAP = 256 * 1024
 _KEPT = 50  # binaries remembered
@@ -91,25 +94,14 @@ def save(path: Path, entries: dict[str, Any]) -> None:
 def probe(binary: str, env: Mapping[str, str]) -> Release:
     """Ask ``binary`` for its version and its help, in a throwaway HOME, both at once."""
     with tempfile.TemporaryDirectory(prefix="waaah-probe-") as home:
-        deadline = time.monotonic() + probe_timeout()
+        started = time.monotonic()
+        deadline, last = started + PROBE_TIMEOUT, started + PROBE_MAX
         # Each in a HOME of its own: two starts of a CLI in one HOME race for its files.
         asks = {
             flag: _start(binary, flag, env, Path(home) / flag.strip("-")) for flag in ("--version", "--help")
         }
-        said = {flag: _finish(proc, deadline) for flag, proc in asks.items()}
+        said = {flag: _finish(proc, deadline, last) for flag, proc in asks.items()}
     return Release(parse_version(said["--version"]), options_in_help(said["--help"]))
-
-
-def probe_timeout(load: float | None = None) -> float:
-    """PROBE_TIMEOUT times the machine's load per core over the last minute, when it is over 1
-    (at most MAX_STRETCH times): a CLI that answers slowly because every core is busy is waited
-    for; one that hangs on an idle machine is not waited for longer."""
-    if load is None:
-        try:
-            load = os.getloadavg()[0] / (os.cpu_count() or 1)
-        except OSError:
-            load = 0.0
-    return PROBE_TIMEOUT * min(MAX_STRETCH, max(1.0, load))
 
 
 def probe_env(env: Mapping[str, str], home: str) -> dict[str, str]:
@@ -144,17 +136,45 @@ def _start(binary: str, flag: str, env: Mapping[str, str], home: Path) -> subpro
         return None
 
 
-def _finish(proc: subprocess.Popen[bytes] | None, deadline: float) -> str:
-    """What ``proc`` printed within the timeout; a process that overran is killed (its group)."""
+def _finish(proc: subprocess.Popen[bytes] | None, deadline: float, last: float) -> str:
+    """What ``proc`` printed by ``deadline``, or later while it still works (uses CPU), up to
+    ``last``; a process that overran is killed (its group)."""
     if proc is None:
         return ""
-    try:
-        out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, 9)
-        out, _ = proc.communicate()
+    used = group_cpu(proc.pid)
+    while True:
+        try:
+            out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            break
+        except subprocess.TimeoutExpired:
+            now, before, used = time.monotonic(), used, group_cpu(proc.pid)
+            if now < last and used > before + WORKING:  # slow, not stuck: a busy machine
+                deadline = min(last, now + PROBE_MORE)
+                continue
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, 9)
+            out, _ = proc.communicate()
+            break
     return out[:_OUTPUT_CAP].decode("utf-8", "replace")
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds used by the processes of group ``pgid`` (and their reaped children); 0 where
+    /proc cannot tell."""
+    ticks = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read(1024)
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 14 and fields[2] == str(pgid).encode():
+                ticks += sum(int(n) for n in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def checked_release(adapter: Adapter, binary: str, env: Mapping[str, str]) -> dict[str, Any]:
