@@ -141,7 +141,7 @@ def _finish(proc: subprocess.Popen[bytes] | None, deadline: float, last: float) 
     ``last``; a process that overran is killed (its group)."""
     if proc is None:
         return ""
-    used = group_cpu(proc.pid)
+    used = 0.0  # since it started: a second probe's first look may come a moment after the deadline
     while True:
         try:
             out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
