@@ -61,17 +61,9 @@ from waaah_agent.core.supervise.machine_parts import (
     Saved,
     Seen,
 )
+from waaah_agent.core.supervise.nudges import Nudges
 from waaah_agent.core.supervise.phases import Facts, IllegalTransition, RunPhase, phase_of, transition
-from waaah_agent.core.supervise.policy import (
-    CONTINUE_PROMPT,
-    HEARTBEAT_PROMPT,
-    WORKFLOW_AGAIN_AFTER,
-    Now,
-    NudgeKind,
-    Nudger,
-    StallWatch,
-    workflow_again,
-)
+from waaah_agent.core.supervise.policy import CONTINUE_PROMPT, Now, Nudger, StallWatch
 
 __all__ = ["Machine", "MachineConfig", "Saved"]
 
@@ -103,6 +95,9 @@ class Machine:
         self.queue = SendQueue(out, saved)
         self.nudging = Nudging(cfg, out, saved)
         self.stalls = Stalls(out, self.due, stall, ending.stop)
+        self.nudges = (
+            Nudges(cfg, out, self.nudger, self.nudging, self.loop, self.memory) if self.nudger else None
+        )
         self.phase = RunPhase.STARTING
 
     @property
@@ -327,16 +322,15 @@ class Machine:
     def _maybe_nudge(self, t: Instant, state: AgentState, input_empty: bool) -> None:
         holds = self.nudging
         if (
-            self.nudger is None
+            self.nudges is None
             or self.ending.stopping is not None
             or holds.server_down
             or holds.paused
             or holds.budget_spent
         ):
             return  # a prompt toward wait_for_prompt while the server is down is a wasted turn
-        now = t.mono
         facts = Now(
-            time=now,
+            time=t.mono,
             state=state,
             input_empty=input_empty,
             wait_in_flight=bool(self.reports.waits),
@@ -345,59 +339,4 @@ class Machine:
             workflow_delivered=self.memory.workflow_delivered,
             delivering=self.delivering,
         )
-        if holds.owe_continue:
-            if state in (AgentState.BUSY, AgentState.TOOL):
-                holds.owe_continue = False  # on its way already
-            elif self.nudger.may_type(facts):
-                holds.owe_continue = False
-                self.nudger.sent(now)
-                if holds.owe_workflow and self.cfg.workflow:
-                    self._nudge_workflow(now)
-                    return
-                why = (
-                    "nudges resumed (waaah unpause)"
-                    if holds.resumed_by_user
-                    else "the WAAAH server is reachable again"
-                )
-                holds.resumed_by_user = False
-                self._nudge(NudgeKind.CONTINUE, CONTINUE_PROMPT, why, now)
-                return
-        kind = self.nudger.decide(facts)
-        if kind is None:
-            if state is AgentState.READY:
-                self.out.look(self.nudger.next_check(facts))
-                self.memory.heartbeat(t, self.nudger.next_heartbeat(facts))
-            return
-        ignored = self.nudger.ignored_continues() if kind is NudgeKind.CONTINUE else 0
-        if ignored >= WORKFLOW_AGAIN_AFTER and not holds.owe_workflow:
-            holds.owe_workflow = f"{ignored} continue prompts in a row were ignored"
-        if holds.owe_workflow and self.cfg.workflow:
-            self._nudge_workflow(now)
-            return
-        if kind is NudgeKind.CONTINUE:
-            why = "the turn ended outside wait_for_prompt"
-            if self.loop.halted:
-                why = f"{self.cfg.agent}'s loop detector halted the turn"
-            self.loop.halted = False
-            self._nudge(kind, CONTINUE_PROMPT, why, now)
-        else:
-            self._nudge(kind, HEARTBEAT_PROMPT, "idle at the prompt", now)
-
-    def _nudge_workflow(self, now: float) -> None:
-        """The workflow again instead of a bare continue prompt (core/policy.py says when)."""
-        assert self.nudger is not None
-        why, self.nudging.owe_workflow = self.nudging.owe_workflow, ""
-        self.nudger.continues = 0
-        self.out.record(EventKind.NUDGE, kind="workflow", reason=why, next_gap=self.nudger.gap)
-        self.out.notice(f"workflow sent again: {why}")
-        self.delivery = Delivery(
-            "workflow-again", workflow_again(self.cfg.workflow, why), self.cfg.enter_delay
-        )
-        self.out.look(now)
-
-    def _nudge(self, kind: NudgeKind, text: str, why: str, now: float) -> None:
-        assert self.nudger is not None
-        self.out.record(EventKind.NUDGE, kind=kind.value, reason=why, next_gap=self.nudger.gap)
-        self.out.notice(f"{kind.value} prompt: {why}")
-        self.delivery = Delivery(kind.value, text, enter_delay=self.cfg.enter_delay)
-        self.out.look(now)
+        self.delivery = self.nudges.choose(t, facts) or self.delivery
