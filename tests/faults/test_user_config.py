@@ -156,7 +156,7 @@ def test_mcp_install_edits_a_symlink_s_target_with_a_backup(workspace, home, tmp
     assert not list(target.parent.glob(".*.tmp"))
     again = run_waaah("mcp", "uninstall", cwd=workspace, env=gemini_env(home))
     assert again.returncode == 0 and "removed the waaah MCP server" in again.stdout
-    assert json.loads(target.read_text()) == {**json.loads(BEFORE), "mcpServers": {}}
+    assert json.loads(target.read_text()) == json.loads(BEFORE)  # no "mcpServers": {} left behind
 
 
 def test_a_read_only_settings_file_is_read_by_the_agent_and_refused_by_mcp_install(workspace, home, tmp_path):
@@ -244,3 +244,37 @@ def test_status_does_not_hang_on_a_fifo_in_place_of_the_events_file(workspace, h
     done = run_waaah("status", cwd=workspace, env=clean_env(home), timeout=20)
     assert_no_traceback(done.stdout, done.stderr)
     assert folder.name in done.stdout
+
+
+COMMENTED = b'// mine\n{\n  "ui": {"theme": "Dracula"}, /* dark */\n  "general": {"vimMode": true}\n}\n'
+
+
+def test_gemini_settings_with_comments_start_the_agent_and_stay_as_they_were(workspace, home, tmp_path):
+    """gemini reads its settings with comments (strip-json-comments): so does the agent's start."""
+    settings = settings_path(home)
+    settings.write_bytes(COMMENTED)
+    text = started_and_stopped(workspace, home, tmp_path / "out.txt")
+    assert "cannot parse" not in text
+    assert settings.read_bytes() == COMMENTED
+    done = run_waaah("mcp", "install", "--server", "http://127.0.0.1:9", cwd=workspace, env=gemini_env(home))
+    assert (
+        done.returncode == ExitCode.USAGE and "holds comments, which rewriting it would lose" in done.stderr
+    )
+    assert_no_traceback(done.stdout, done.stderr)
+    assert settings.read_bytes() == COMMENTED and not list(settings.parent.glob("*.waaah-backup-*"))
+
+
+def test_a_waaah_entry_of_the_user_s_own_is_kept_unless_they_say_replace(workspace, home):
+    settings = settings_path(home)
+    theirs = b'{"mcpServers": {"waaah": {"httpUrl": "https://hub.example.com/mcp"}}}\n'
+    settings.write_bytes(theirs)
+    for command in (["install", "--server", "http://127.0.0.1:9"], ["uninstall"]):
+        done = run_waaah("mcp", *command, cwd=workspace, env=gemini_env(home))
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        assert 'has a "waaah" entry that waaah did not write' in done.stderr and "--replace" in done.stderr
+        assert settings.read_bytes() == theirs
+    done = run_waaah(
+        "mcp", "install", "--server", "http://127.0.0.1:9", "--replace", cwd=workspace, env=gemini_env(home)
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(settings.read_text())["mcpServers"]["waaah"]["args"][-1] == "mcp-proxy"

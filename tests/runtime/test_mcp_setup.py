@@ -33,7 +33,7 @@ def install_gemini(env, server, now):
     """Keep the entry in gemini's own settings as `waaah mcp install` does, at a fixed clock."""
     kept = GEMINI_MCP.persistent
     entry = kept.entry(mcp_setup.PROXY_COMMAND, proxy_env(server.url, server.api_key))
-    return mcp_setup.install_entry(kept.path(env), entry, server, now, kept.limit)
+    return mcp_setup.install_entry(kept.path(env), entry, server, now, kept.limit, kept.comments)
 
 
 def test_gemini_settings_edit_keeps_keys_backs_up_and_is_idempotent(tmp_path):
@@ -431,3 +431,112 @@ def test_the_kept_key_file_is_private_and_refused_when_others_may_read_it(tmp_pa
     assert key_file.read_server(env) is None
     key_file.keep_server(env, "http://h:1")
     assert key_file.read_server(env) == "http://h:1"
+
+
+def test_a_settings_file_emptied_by_a_program_rewriting_it_is_waited_for_not_taken_for_none(tmp_path):
+    """A program rewriting the file in place empties it first and writes its bytes a moment
+    later: read empty then, its settings would be dropped and the backup would be empty."""
+    env, settings = gemini_home(tmp_path)
+    settings.write_bytes(b"")  # emptied just now; the writer's bytes are still to come
+    writer = threading.Timer(0.5, lambda: settings.write_bytes(b'{"ui": {"theme": "Dracula"}}'))
+    writer.start()
+    try:
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    finally:
+        writer.join()
+    after = json.loads(settings.read_text())
+    assert after["ui"] == {"theme": "Dracula"} and "waaah" in after["mcpServers"]
+    (backup,) = settings.parent.glob("settings.json.waaah-backup-*")
+    assert json.loads(backup.read_text()) == {"ui": {"theme": "Dracula"}}
+
+
+def test_a_settings_file_changed_during_the_edit_is_left_as_the_other_program_wrote_it(tmp_path, monkeypatch):
+    env, settings = gemini_home(tmp_path)
+    settings.write_text('{"ui": {"theme": "Dracula"}}')
+    written_meanwhile = b'{"ui": {"theme": "Solarized"}}'
+    backup_of = mcp_setup._write_backup
+
+    def backup_then_another_program_writes(*args):
+        made = backup_of(*args)
+        settings.write_bytes(written_meanwhile)  # the worst moment: between the read and the replace
+        return made
+
+    monkeypatch.setattr(mcp_setup, "_write_backup", backup_then_another_program_writes)
+    with pytest.raises(UsageError, match="changed while waaah was editing it: nothing was written"):
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    assert settings.read_bytes() == written_meanwhile
+
+
+def test_two_edits_in_one_second_keep_both_backups_private(tmp_path):
+    """Install with a key, then uninstall, in the same second: the second backup holds the key,
+    so it is 0600 whatever the file's mode was, and it does not overwrite the first."""
+    env, settings = gemini_home(tmp_path)
+    before = b'{"ui": {"theme": "Dracula"}}'
+    settings.write_bytes(before)
+    settings.chmod(0o644)
+    now = datetime(2026, 1, 2, 3, 4, 5)
+    install_gemini(env, ServerChoice("http://127.0.0.1:9", "sk-test-123456", "--server"), now)
+    mcp_setup.remove_entry(settings, now, comments=True)
+    backups = sorted(settings.parent.glob("settings.json.waaah-backup-*"))
+    assert [b.name for b in backups] == [
+        "settings.json.waaah-backup-20260102-030405",
+        "settings.json.waaah-backup-20260102-030405.1",
+    ]
+    assert backups[0].read_bytes() == before and b"sk-test-123456" in backups[1].read_bytes()
+    assert all(stat.S_IMODE(b.stat().st_mode) == 0o600 for b in backups)
+    assert json.loads(settings.read_text()) == json.loads(before)  # no empty "mcpServers" left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can edit a file another user owns")
+def test_a_file_edited_as_root_keeps_its_owner(tmp_path):
+    """`sudo -E waaah mcp install`: the user's file and its backup stay the user's."""
+    env, settings = gemini_home(tmp_path)
+    settings.write_text('{"ui": {"theme": "Dracula"}}')
+    os.chown(settings, 65534, 65534)
+    install_gemini(env, ServerChoice("http://127.0.0.1:9", "sk-test-123456", "--server"), datetime.now())
+    (backup,) = settings.parent.glob("settings.json.waaah-backup-*")
+    for path in (settings, backup):
+        assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534), path
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600  # it holds the key now
+
+
+def test_an_entry_waaah_did_not_write_is_replaced_or_removed_only_when_asked(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    theirs = {"mcpServers": {"waaah": {"httpUrl": "https://hub.example.com/mcp"}}}
+    settings.write_text(json.dumps(theirs))
+    before = settings.read_bytes()
+    with pytest.raises(UsageError, match='has a "waaah" entry that waaah did not write: left as it is'):
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    with pytest.raises(UsageError, match="--replace"):
+        mcp_setup.remove_entry(settings, datetime(2026, 1, 2, 3, 4, 5))
+    assert settings.read_bytes() == before and not list(settings.parent.glob("*.waaah-backup-*"))
+    assert mcp_setup.remove_entry(settings, datetime(2026, 1, 2, 3, 4, 5), replace=True)
+    assert json.loads(settings.read_text()) == {}
+
+
+def test_gemini_settings_with_comments_are_read_as_gemini_reads_them_and_never_rewritten(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    commented = (
+        b'// my settings\n{\n  "ui": {"theme": "Dracula"}, /* dark */\n'
+        b'  "general": {"url": "http://example.com//x"}\n}\n'
+    )
+    settings.write_bytes(commented)
+    assert GEMINI_MCP.existing(env) is None  # read, not refused
+    assert GEMINI_LOGIN(env) is True  # no key, no login method chosen in it: gemini will ask
+    read = mcp_setup.read_config(settings, comments=True)
+    assert read.data == {"ui": {"theme": "Dracula"}, "general": {"url": "http://example.com//x"}}
+    assert read.commented
+    with pytest.raises(UsageError, match="holds comments, which rewriting it would lose"):
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    assert settings.read_bytes() == commented and not list(settings.parent.glob("*.waaah-backup-*"))
+
+
+def test_what_json_cannot_spell_again_is_refused_and_text_stays_as_it_was(tmp_path):
+    env, settings = gemini_home(tmp_path)
+    settings.write_text('{"n": 1e400}')
+    with pytest.raises(UsageError, match="a number too large to write back"):
+        install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
+    assert settings.read_text() == '{"n": 1e400}'
+    settings.write_text('{"ui": {"greeting": "h\u00e9llo \u4f60\u597d"}}', encoding="utf-8")
+    install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 6))
+    assert '"greeting": "héllo 你好"' in settings.read_text(encoding="utf-8")

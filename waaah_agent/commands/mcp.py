@@ -30,6 +30,10 @@ mcp_app = typer.Typer(
 )
 
 AGENT = typer.Option(*reversed(CLI_NAMES), help="The CLI whose settings get the entry: gemini or claude.")
+REPLACE = typer.Option(
+    "--replace",
+    help='Also replace or remove a "waaah" entry that waaah did not write (yours, or another server\'s).',
+)
 
 
 def _persistent(agent: str) -> Persistent:
@@ -54,6 +58,7 @@ def install(
         str | None,
         api_key_option("Written into the entry (the file becomes 0600)."),
     ] = None,
+    replace: Annotated[bool, REPLACE] = False,
 ) -> None:
     """Add (or update) the waaah entry in a CLI's settings.
 
@@ -66,7 +71,15 @@ def install(
         given = settings.waaah_server(server, api_key, env)
         entry = persistent.entry(mcp_setup.PROXY_COMMAND, settings.proxy_env(given.url, given.api_key))
         choice = mcp_setup.ServerChoice(given.url, given.api_key, "--server" if server else "default")
-        notes = mcp_setup.install_entry(persistent.path(env), entry, choice, datetime.now(), persistent.limit)
+        notes = mcp_setup.install_entry(
+            persistent.path(env),
+            entry,
+            choice,
+            datetime.now(),
+            persistent.limit,
+            persistent.comments,
+            replace,
+        )
         for note in notes or [f"{persistent.path(env)} already holds this waaah entry"]:
             print(f"waaah: {note}")
         return 0
@@ -75,7 +88,7 @@ def install(
 
 
 @mcp_app.command()
-def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
+def uninstall(agent: Annotated[str, AGENT] = "gemini", replace: Annotated[bool, REPLACE] = False) -> None:
     """Remove the waaah entry from a CLI's settings.
 
     From the CLI's own settings file, with a backup."""
@@ -84,7 +97,7 @@ def uninstall(agent: Annotated[str, AGENT] = "gemini") -> None:
     def go() -> int:
         persistent = _persistent(agent)
         path = persistent.path(dict(os.environ))
-        notes = mcp_setup.remove_entry(path, datetime.now(), persistent.limit)
+        notes = mcp_setup.remove_entry(path, datetime.now(), persistent.limit, persistent.comments, replace)
         for note in notes or [f"{path} holds no waaah entry"]:
             print(f"waaah: {note}")
         return 0

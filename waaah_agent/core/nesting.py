@@ -74,6 +74,22 @@ def loads_json(text: str | bytes) -> Any:
         raise TooDeep() from None
 
 
+# A JSON string (kept as it is), or a comment (blanked): what strip_json_comments tells apart.
+_JSONC_PARTS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL)
+
+
+def strip_json_comments(text: str) -> str:
+    """``text`` with its ``//`` and ``/* */`` comments outside strings blanked (spaces, the line
+    breaks kept, so a parser's line numbers still hold): a settings file a CLI reads as JSON with
+    comments (gemini: strip-json-comments, then JSON.parse). Equal to ``text`` when it has none."""
+
+    def blank(match: re.Match[str]) -> str:
+        part = match.group()
+        return part if part.startswith('"') else re.sub(r"[^\n]", " ", part)
+
+    return _JSONC_PARTS.sub(blank, text) if "/" in text else text
+
+
 def loads_toml(text: str) -> dict[str, Any]:
     """``tomllib.loads(text)``, refusing a text nested deeper than :data:`MAX_DEPTH`: :class:`TooDeep`,
     a ValueError like ``tomllib.TOMLDecodeError``."""

@@ -167,11 +167,20 @@ def event_epoch(value: Any) -> float | None:
     return when.timestamp() if when is not None else None
 
 
-def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never half."""
+def give_owner(fd: int, owner: tuple[int, int] | None) -> None:
+    """A file written in a user's place keeps its owner (waaah run as root, e.g. with sudo -E)."""
+    if owner is not None and owner != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(OSError):
+            os.fchown(fd, *owner)
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600, owner: tuple[int, int] | None = None) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never half
+    (``owner``: the uid and gid it keeps, where we may give it: a user's file edited as root)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        give_owner(fd, owner)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -19,7 +19,7 @@ from waaah_agent.adapters.gemini.transcript import (
 )
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import HomePerRun, Persistent
-from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.nesting import loads_json, strip_json_comments
 from waaah_agent.core.oneshot import run_inputs
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
@@ -99,7 +99,8 @@ def _settings(path: Path) -> dict[str, Any] | None:
     if not path.exists() and not path.is_symlink():
         return {}
     try:
-        data = loads_json(read_capped(path, 4 * 1024 * 1024).decode("utf-8").strip() or "{}")
+        text = strip_json_comments(read_capped(path, 4 * 1024 * 1024).decode("utf-8"))
+        data = loads_json(text.strip() or "{}")
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("mcpServers", {}), dict) else None
@@ -246,7 +247,8 @@ ADAPTER = Adapter(
         folder=".gemini",
         entry=gemini_entry,
         run_settings={("model", "disableLoopDetection"): True},
-        persistent=Persistent(_settings_path, gemini_entry),
+        persistent=Persistent(_settings_path, gemini_entry, comments=True),
+        comments=True,  # gemini reads its settings through strip-json-comments
     ),
     tokens=gemini_counter,
     model_aliases=models.ALIASES,

@@ -29,6 +29,8 @@ class Persistent:
     entry: Document
     #: The largest file read (a settings file that keeps the CLI's history too is large).
     limit: int = 4 * 1024 * 1024
+    #: The CLI reads ``//`` and ``/* */`` comments in it (a rewrite would lose them: refused).
+    comments: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class HomePerRun:
     run_settings: Mapping[tuple[str, ...], Any] = field(default_factory=dict)
     #: The entry a user may ask to keep in their own settings (`waaah mcp install`).
     persistent: Persistent | None = None
+    #: The CLI reads comments in its settings file (gemini does).
+    comments: bool = False
 
 
 @dataclass(frozen=True)

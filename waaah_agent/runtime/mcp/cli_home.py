@@ -63,7 +63,7 @@ class PerRunHome(HomePerRun):
         return homes_root(env) / session_dir.name
 
     def existing(self, env: Mapping[str, str]) -> mcpconf.ExistingEntry | None:
-        return find_entry(read_json(self.user_folder(env) / SETTINGS))
+        return find_entry(read_json(self.user_folder(env) / SETTINGS, comments=self.comments))
 
     def give(
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
@@ -71,7 +71,7 @@ class PerRunHome(HomePerRun):
         home = self.run_home(env, session_dir)
         notes = self.settle_leftovers(env, skip=home)
         user = self.user_folder(env)
-        current = read_config(user / SETTINGS)  # refuses a damaged file with one line
+        current = read_config(user / SETTINGS, comments=self.comments)  # a damaged file: one line
         entry = self.entry(PROXY_COMMAND, settings.proxy_env(server.url, server.api_key))
         run_env = {self.home_var: str(home)}
         if server.api_key and isinstance(entry.get("env"), dict):
@@ -156,9 +156,16 @@ class PerRunHome(HomePerRun):
         if isinstance(now, dict) and now != written:
             found = home_overlay.changes(written, now, [("mcpServers", mcpconf.NAME), *self.run_settings])
             if found:
-                current = read_config(user / SETTINGS)
+                current = read_config(user / SETTINGS, comments=self.comments)
                 new = home_overlay.apply(current.data, found)
-                if new != current.data:
+                if new != current.data and current.commented:
+                    # Rewritten, the user's comments would be gone: what gemini set is named instead.
+                    said = ", ".join(".".join(c.path) for c in found)
+                    notes.append(
+                        f"gemini changed {said} in its settings; not carried back to {current.where}: "
+                        "it holds comments, which rewriting it would lose (set them there yourself)"
+                    )
+                elif new != current.data:
                     notes += rewrite_config(current, new, current.mode or 0o600, self.now())
             data["written"] = now
             atomic_write(home / MANIFEST, json.dumps(data) + "\n", 0o600)

@@ -4,20 +4,24 @@ safely, and the waaah entry written into them when they ask.
 How each CLI is given the server per run is its adapter's ``mcp`` (core/mcp/givers.py), carried
 out by runtime/mcp/givers.py. A user's own settings file is written only when they ask (`waaah
 mcp install` / `uninstall`, ``Persistent``): a read-modify-write that keeps all other keys, with
-a timestamped backup first and an atomic replace, mode 0600 when the entry holds a key. A
-symlink is followed (the file it names is edited, the link stays); a file that is read-only, or
-is not a regular file holding a JSON object, is refused with one line and left byte for byte as
-it was (:func:`read_config`, :func:`check_writable`).
+a backup first (0600, a name of its own) and an atomic replace, mode 0600 when the entry holds a
+key, the file's owner kept. A symlink is followed (the file it names is edited, the link stays); a
+file that is read-only, is not a regular file holding a JSON object, holds comments a rewrite
+would lose, or changed while it was edited, is refused with one line and left byte for byte as
+it was (:func:`read_config`, :func:`check_writable`, :func:`rewrite_config`). An entry named
+``waaah`` that waaah did not write is the user's: replaced or removed only when they say so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,10 +30,10 @@ from typing import Any
 
 from waaah_agent import settings
 from waaah_agent.core.mcp import mcpconf
-from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.nesting import loads_json, strip_json_comments
 from waaah_agent.errors import ConfigRefused, UsageError
 from waaah_agent.runtime.mcp.waaah import Health
-from waaah_agent.runtime.store import atomic_write
+from waaah_agent.runtime.store import atomic_write, give_owner
 
 PROXY_COMMAND = [sys.executable, "-m", "waaah_agent.commands.app"]
 
@@ -66,6 +70,9 @@ class ConfigFile:
     raw: bytes | None  # None: there is no file yet
     data: dict[str, Any]
     mode: int | None  # its permission bits; None: there is no file yet
+    owner: tuple[int, int] | None = None  # its uid and gid; None: there is no file yet
+    changed: float = 0.0  # when it was last written (st_mtime)
+    commented: bool = False  # it holds comments (read as the CLI reads them; a rewrite loses them)
 
     @property
     def where(self) -> str:
@@ -83,8 +90,9 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "a device")
 
 
-def read_config(path: Path, limit: int = MAX_SETTINGS_BYTES) -> ConfigFile:
-    """Read the JSON object in a user's config file without ever blocking.
+def read_config(path: Path, limit: int = MAX_SETTINGS_BYTES, comments: bool = False) -> ConfigFile:
+    """Read the JSON object in a user's config file without ever blocking (``comments``: the
+    CLI reads ``//`` and ``/* */`` comments in it, as gemini does).
 
     Symlinks are followed. A missing file reads as ``{}``. Anything else that is not a regular
     file of at most ``limit`` bytes of UTF-8 JSON holding an object (with ``mcpServers``, if
@@ -117,15 +125,36 @@ def read_config(path: Path, limit: int = MAX_SETTINGS_BYTES) -> ConfigFile:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ConfigRefused(f"{where} is not UTF-8 text (byte {err.start})") from err
+    plain = strip_json_comments(text) if comments else text
     try:
-        data = loads_json(text.strip() or "{}")
+        data = loads_json(plain.strip() or "{}")
     except ValueError as err:
         raise ConfigRefused(f"cannot parse {where} ({err})") from err
     if not isinstance(data, dict):
         raise ConfigRefused(f"{where} does not hold a JSON object")
     if not isinstance(data.get("mcpServers", {}), dict):
         raise ConfigRefused(f'"mcpServers" in {where} is not a JSON object')
-    return ConfigFile(path, target, raw, data, stat.S_IMODE(info.st_mode))
+    owner = (info.st_uid, info.st_gid)
+    return ConfigFile(
+        path, target, raw, data, stat.S_IMODE(info.st_mode), owner, info.st_mtime, plain != text
+    )
+
+
+#: A file emptied this recently may be being written (truncated, its bytes still to come).
+BEING_WRITTEN = 1.0
+
+
+def read_settled(path: Path, limit: int = MAX_SETTINGS_BYTES, comments: bool = False) -> ConfigFile:
+    """:func:`read_config`, waiting (up to 2 s) while the file is empty and was written within
+    :data:`BEING_WRITTEN`: a program that rewrites it in place empties it first; read then, its
+    settings would be taken for none and a rewrite would drop them."""
+    current = read_config(path, limit, comments)
+    for _ in range(20):
+        if current.raw != b"" or time.time() - current.changed > BEING_WRITTEN:
+            break
+        time.sleep(0.1)
+        current = read_config(path, limit, comments)
+    return current
 
 
 def _read_capped(target: Path, where: str, limit: int) -> bytes:
@@ -160,9 +189,9 @@ def _read_capped(target: Path, where: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_json(path: Path, limit: int = MAX_SETTINGS_BYTES) -> dict[str, Any]:
+def read_json(path: Path, limit: int = MAX_SETTINGS_BYTES, comments: bool = False) -> dict[str, Any]:
     """The JSON object in a user's config file (``{}`` when there is none); see :func:`read_config`."""
-    return read_config(path, limit).data
+    return read_config(path, limit, comments).data
 
 
 def choose_server(
@@ -210,18 +239,27 @@ def choose_server(
 
 
 def install_entry(
-    path: Path, entry: dict[str, Any], server: ServerChoice, now: datetime, limit: int = MAX_SETTINGS_BYTES
+    path: Path,
+    entry: dict[str, Any],
+    server: ServerChoice,
+    now: datetime,
+    limit: int = MAX_SETTINGS_BYTES,
+    comments: bool = False,
+    replace: bool = False,
 ) -> list[str]:
     """Put ``entry`` into the settings file at ``path``; return notes for the user (empty if unchanged).
 
     A symlink stays a link: the file it points to is edited, replaced atomically by a file
     written beside it. A file we must not write is refused before anything is written
-    (:func:`check_writable`); every refused file is left byte for byte as it was.
+    (:func:`check_writable`); every refused file is left byte for byte as it was. A ``waaah``
+    entry of the user's own (not one waaah wrote) is replaced only with ``replace``.
     """
-    current = read_config(path, limit)
+    current = read_settled(path, limit, comments)
     servers = current.data.get("mcpServers")
     if isinstance(servers, dict) and servers.get(mcpconf.NAME) == entry:
         return []
+    if not replace:
+        _not_theirs(current, "replace")
     check_writable(current, entry)
     mode = 0o600 if server.api_key else (current.mode if current.mode is not None else 0o644)
     notes = rewrite_config(current, mcpconf.with_entry(current.data, entry), mode, now, entry)
@@ -231,14 +269,24 @@ def install_entry(
     return notes
 
 
-def remove_entry(path: Path, now: datetime, limit: int = MAX_SETTINGS_BYTES) -> list[str]:
-    """Take ``mcpServers.waaah`` out of the settings file at ``path`` (a backup first)."""
-    current = read_config(path, limit)
+def remove_entry(
+    path: Path, now: datetime, limit: int = MAX_SETTINGS_BYTES, comments: bool = False, replace: bool = False
+) -> list[str]:
+    """Take ``mcpServers.waaah`` out of the settings file at ``path`` (a backup first); an entry
+    of the user's own only with ``replace``. An ``mcpServers`` left empty goes with it."""
+    current = read_settled(path, limit, comments)
     servers = current.data.get("mcpServers")
     if not isinstance(servers, dict) or mcpconf.NAME not in servers:
         return []
+    if not replace:
+        _not_theirs(current, "remove")
     check_writable(current, {})
-    data = {**current.data, "mcpServers": {k: v for k, v in servers.items() if k != mcpconf.NAME}}
+    rest = {k: v for k, v in servers.items() if k != mcpconf.NAME}
+    data = (
+        {**current.data, "mcpServers": rest}
+        if rest
+        else {k: v for k, v in current.data.items() if k != "mcpServers"}
+    )
     notes = rewrite_config(current, data, current.mode if current.mode is not None else 0o600, now)
     notes.append(f"removed the waaah MCP server from {current.where}")
     return notes
@@ -247,10 +295,17 @@ def remove_entry(path: Path, now: datetime, limit: int = MAX_SETTINGS_BYTES) -> 
 def rewrite_config(
     current: ConfigFile, data: dict[str, Any], mode: int, now: datetime, entry: dict[str, Any] | None = None
 ) -> list[str]:
-    """Replace a user's settings file with ``data``: a timestamped backup of it first, then an
-    atomic replace of the file it names. Notes for the user; a failed write raises ConfigRefused
-    and leaves the file as it was (``entry``: what to tell them to add by hand instead)."""
-    text = json.dumps(data, indent=2) + "\n"
+    """Replace a user's settings file with ``data``: a backup of it first (0600, a name no earlier
+    backup has), then an atomic replace of the file it names, its owner kept. Notes for the
+    user; a file that holds comments, holds a number JSON cannot spell, or changed since it was
+    read, and a failed write, raise ConfigRefused and leave the file as it was (``entry``: what
+    to tell them to add by hand instead)."""
+    if current.commented:
+        raise _unwritable(current, entry or {}, "holds comments, which rewriting it would lose")
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:  # 1e400 read as infinity: written back, no JSON parser would read it
+        raise _unwritable(current, entry or {}, "holds a number too large to write back as JSON") from None
     notes = []
     backup = None
     path = current.path
@@ -258,14 +313,20 @@ def rewrite_config(
         current.target.parent.mkdir(parents=True, exist_ok=True)
         if current.raw is not None:
             # Beside the name the user knows; the content of the file it names.
-            backup = path.with_name(f"{path.name}.waaah-backup-{now.strftime('%Y%m%d-%H%M%S')}")
-            _write_backup(backup, current.raw, current.mode or 0o600)
+            backup = _write_backup(path, now, current.raw, current.owner)
             notes.append(f"backed up {current.where} to {backup}")
-        atomic_write(current.target, text, mode)
-    except OSError as err:
+        if _bytes_now(current.target) != current.raw:
+            raise ConfigRefused(
+                f"{current.where} changed while waaah was editing it: nothing was written",
+                "try again once the program writing it is done",
+            )
+        atomic_write(current.target, text, mode, owner=current.owner)
+    except (OSError, ConfigRefused) as err:
         if backup is not None:
             with contextlib.suppress(OSError):
                 backup.unlink()
+        if isinstance(err, ConfigRefused):
+            raise
         raise _unwritable(current, entry or {}, f"cannot be written ({err.strerror})") from err
     with contextlib.suppress(OSError):  # the file is in place; its mode was set on creation
         os.chmod(current.target, mode)
@@ -311,13 +372,52 @@ def _unwritable(current: ConfigFile, entry: dict[str, Any], why: str, chmod: boo
     )
 
 
-def _write_backup(backup: Path, raw: bytes, mode: int) -> None:
-    """A copy of the file's bytes; never through a symlink planted at the backup's name."""
-    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(raw)
-        fh.flush()
-        os.fsync(fh.fileno())
+def _not_theirs(current: ConfigFile, what: str) -> None:
+    """Refuse to replace or remove a ``waaah`` entry waaah did not write (another server's, the
+    user's own by hand): it is theirs."""
+    found = find_entry_in(current.data)
+    if found is None or found.kind == "ours":
+        return
+    at = f" (for {found.url})" if found.url else ""
+    raise ConfigRefused(
+        f'{current.where} has a "waaah" entry{at} that waaah did not write: left as it is',
+        f"to {what} it anyway, run the command again with --replace",
+    )
+
+
+def find_entry_in(data: dict[str, Any]) -> mcpconf.ExistingEntry | None:
+    """The waaah entry under ``mcpServers`` in a settings document."""
+    return mcpconf.find_entry(data, settings.SERVER_URL, settings.API_KEY)
+
+
+def _bytes_now(target: Path) -> bytes | None:
+    """The file's bytes as they are now (None: there is none), to tell whether it changed."""
+    try:
+        return _read_capped(target, str(target), MAX_SETTINGS_BYTES * 4)
+    except ConfigRefused as err:
+        if isinstance(err.__cause__, FileNotFoundError):
+            return None
+        raise
+
+
+def _write_backup(path: Path, now: datetime, raw: bytes, owner: tuple[int, int] | None) -> Path:
+    """A copy of the file's bytes beside ``path``, 0600 (an entry being removed may hold a key),
+    under a name no file has yet (two edits in one second keep both backups); never through a
+    symlink planted at that name; owned by the file's owner."""
+    stem = f"{path.name}.waaah-backup-{now.strftime('%Y%m%d-%H%M%S')}"
+    for n in range(1000):
+        backup = path.with_name(stem if n == 0 else f"{stem}.{n}")
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as fh:
+            give_owner(fh.fileno(), owner)
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return backup
+    raise FileExistsError(errno.EEXIST, "a thousand backups of it this second", str(path))
 
 
 def server_warning(server: ServerChoice, health: Health) -> str | None:
