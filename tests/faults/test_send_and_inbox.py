@@ -111,6 +111,27 @@ def test_a_send_of_100k_emoji_keeps_the_session_stoppable_and_resumable(workspac
     assert sum(EMOJI in m for m in typed(workspace, native)) == 1
 
 
+def test_a_send_holding_a_rebuilt_paste_end_and_ctrl_c_is_typed_as_text_and_the_agent_lives(workspace, home):
+    """Taking the paste end marker out of ``ESC[20 ESC[201~ 1~`` builds another: the two Ctrl+C
+    after it became keys and the agent exited (130), again after each restart while the prompt
+    stayed queued, until the session gave up. Control characters are typed visibly now."""
+    proc = start_agent(workspace, clean_env(home))
+    try:
+        retry_until(lambda: started(workspace) and state(workspace).get("workflow_delivered"), timeout=60)
+        native = state(workspace)["native_session_id"]
+        sent = run_waaah("send", "innocent\x1b[20\x1b[201~1~\x03\x03 end", cwd=workspace, env=clean_env(home))
+        assert sent.returncode == 0, sent.stderr
+        retry_until(lambda: any("innocent" in m for m in typed(workspace, native)), timeout=60)
+        (prompt,) = [m for m in typed(workspace, native) if "innocent" in m]
+        assert prompt.endswith(" end") and "\x03" not in prompt and "\x1b" not in prompt, repr(prompt)
+        time.sleep(2)  # an agent exiting on the keys would be restarted by now
+        assert proc.poll() is None
+        assert not [e for e in events(workspace) if e["event"] in ("exit", "restart")], events(workspace)
+    finally:
+        out, err = stop(proc)
+    assert_no_traceback(out, err)
+
+
 def test_a_send_past_the_queue_limit_is_refused_in_one_line(workspace, home):
     """40 prompts of 100,000 characters wait (the queue's 4,000,000): one more is refused where
     it is sent, saying the limit; the queue and session.json keep their size."""

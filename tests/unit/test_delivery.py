@@ -153,7 +153,17 @@ def test_a_draft_the_user_typed_after_an_unseen_paste_is_theirs_never_submitted(
 
 def test_paste_end_marker_inside_the_text_cannot_end_the_paste_early():
     d = Delivery("workflow", "a\x1b[201~b")
-    assert d.payload() == PASTE_START + b"ab" + PASTE_END
+    assert d.payload() == PASTE_START + b"a\\x1b[201~b" + PASTE_END
+    # A marker rebuilt by taking out the one nested in it: keys after it would exit the agent.
+    hostile = Delivery("send", "innocent\x1b[20\x1b[201~1~\x03\x03")
+    body = hostile.payload()[len(PASTE_START) : -len(PASTE_END)]
+    assert b"\x1b" not in body and b"\x03" not in body
+    assert body == b"innocent\\x1b[20\\x1b[201~1~\\x03\\x03"
+
+
+def test_a_prompt_s_lines_and_tabs_stay_and_its_other_controls_are_typed_visibly():
+    d = Delivery("workflow", "one\r\ntwo\rthree\n\tfour\x7f\u202e")
+    assert d.payload() == PASTE_START + b"one\ntwo\nthree\n\tfour\\x7f\\u202e" + PASTE_END
 
 
 def test_deadlines_drive_the_next_step():

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from waaah_agent.core.printable import printable
+
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 ENTER = b"\r"
@@ -80,9 +82,12 @@ class Delivery:
         return self.phase is Phase.CONFIRMED
 
     def payload(self) -> bytes:
-        # The paste end marker inside the text would end the paste early; drop it.
-        body = self.text.replace("\x1b[201~", "").encode("utf-8")
-        return PASTE_START + body + PASTE_END
+        """The text as one bracketed paste. Every control character in it is typed as its
+        visible escape (``\\x1b``, ``\\x03``): a paste end marker, however it is split or
+        nested, cannot end the paste early, and nothing after it becomes keys (a Ctrl+C that
+        exits the agent). Line breaks stay line breaks (CR LF and CR as LF), tabs stay tabs."""
+        body = printable(self.text.replace("\r\n", "\n").replace("\r", "\n"))
+        return PASTE_START + body.encode("utf-8") + PASTE_END
 
     def step(self, now: float, seen: Observation, confirmed_by_hook: bool = False) -> Step:
         """Advance with the current observation: what to write to the agent now, and why."""
