@@ -151,6 +151,7 @@ class Night:
             workflow_delivered=bool(self.saved.get("workflow_delivered")),
             workflow_pending=bool(self.saved.get("workflow_pending")),
             transcript_has_workflow=WORKFLOW in self.cli.transcript if native else None,
+            paused=bool(self.saved.get("paused")),
         )
         if first.settled:
             self.saved.update(workflow_delivered=True, workflow_pending=False)

@@ -55,6 +55,13 @@ def test_a_pause_outlives_a_restart_of_the_cli():
     night.wait_ends("task")
     night.run_until(2 * HOUR)
     assert night.runs == 2 and night.records("nudge") == []
+    # Nor the continue prompt a resumed conversation begins with: it waits for waaah unpause.
+    assert [r for r in night.records("delivery") if r["kind"] == "continue"] == []
+    assert CONTINUE_PROMPT not in night.cli.transcript
+    night.cli.loops = True
+    control(night, ControlCommand.RESUME)
+    night.run_until(2 * HOUR + 120)
+    assert night.cli.transcript.count(CONTINUE_PROMPT) == 1 and night.cli.in_wait
 
 
 def ev_exit():

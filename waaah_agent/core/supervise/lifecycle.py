@@ -31,7 +31,7 @@ class SessionStatus(str, Enum):
 
 @dataclass(frozen=True)
 class FirstPrompt:
-    delivery: Delivery
+    delivery: Delivery | None  # None: nothing to type first (a continue prompt held by a pause)
     why: str
     settled: bool = False  # an unconfirmed workflow delivery was found in the transcript
 
@@ -44,14 +44,37 @@ def first_prompt(
     workflow_delivered: bool,
     workflow_pending: bool,
     transcript_has_workflow: bool | None,
+    paused: bool = False,
 ) -> FirstPrompt:
     """The prompt a start of the agent begins with.
 
     A fresh conversation gets the workflow. A resumed one that already has it gets the
-    continue prompt. A workflow that was typed but never confirmed (the supervisor died in
-    between) is settled from the CLI's own transcript: there, it was delivered; not there (or
-    no transcript to tell), it is typed again.
+    continue prompt, unless `waaah pause` holds the nudges (a pause outlives restarts and
+    resumes: `waaah unpause` sends it). A workflow that was typed but never confirmed (the
+    supervisor died in between) is settled from the CLI's own transcript: there, it was
+    delivered; not there (or no transcript to tell), it is typed again.
     """
+    first = _first(
+        workflow_text,
+        enter_delay,
+        native_resume,
+        workflow_delivered,
+        workflow_pending,
+        transcript_has_workflow,
+    )
+    if paused and first.delivery is not None and first.delivery.kind == "continue":
+        return FirstPrompt(None, f"{first.why}; the continue prompt waits for waaah unpause", first.settled)
+    return first
+
+
+def _first(
+    workflow_text: str,
+    enter_delay: float,
+    native_resume: bool,
+    workflow_delivered: bool,
+    workflow_pending: bool,
+    transcript_has_workflow: bool | None,
+) -> FirstPrompt:
     if not native_resume:
         return FirstPrompt(Delivery("workflow", workflow_text, enter_delay=enter_delay), "a new conversation")
     if workflow_delivered:

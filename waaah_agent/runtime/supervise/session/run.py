@@ -306,6 +306,7 @@ class Run:
             workflow_delivered=state.workflow_delivered,
             workflow_pending=state.workflow_pending,
             transcript_has_workflow=holds_prompt(path, self.workflow.text) if path else None,
+            paused=state.paused,
         )
         if pending:
             self.session.event(EventKind.WORKFLOW_SETTLED, delivered=first.settled, why=first.why)
