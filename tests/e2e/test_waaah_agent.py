@@ -123,11 +123,17 @@ def test_start_workflow_mcp_loop_and_clean_exit(cli, tmp_path):
     workflow_loop_exit_and_continue(cli, tmp_path, CLI_BIN_DIR)
 
 
+#: The WAAAH server's key in the loop test: the proxy the CLI starts must reach the server with
+#: it, and no file written for the run may hold it.
+WAAAH_KEY = "waaah-key-for-the-loop-test-0123456789"
+
+
 def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path) -> None:
     """The workflow is delivered once; the turn ends outside wait_for_prompt: one continue prompt."""
     ws = workspace_for(tmp_path)
-    with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer() as server:
+    with FakeModel(loop_script(), default=Text("OK")) as model, WaaahServer(api_key=WAAAH_KEY) as server:
         env = cli_env(cli, tmp_path / "home", ws, model.url, bin_dir=bin_dir)
+        env["WAAAH_API_KEY"] = WAAAH_KEY
         child = spawn(ws, env, f"--start={cli}", f"--server={server.url}")
         shown = Collector()
         child.logfile_read = shown
@@ -176,6 +182,10 @@ def workflow_loop_exit_and_continue(cli: str, tmp_path: Path, bin_dir: Path) -> 
         replies = len(model.main_requests())
         assert tokens["output"] == 34 * replies and tokens["input"] >= 1200 * replies, (tokens, replies)
         assert "Tokens this session: input" in child.before.decode()
+    # The key reached the server through the CLI's environment (registered above), never a file:
+    # claude's per-run --mcp-config and gemini's per-run settings name ${WAAAH_API_KEY}.
+    holding = [p for p in tmp_path.rglob("*") if p.is_file() and WAAAH_KEY.encode() in p.read_bytes()]
+    assert holding == [], holding
 
 
 class Collector:

@@ -84,10 +84,13 @@ def test_claude_gets_a_per_run_config_file(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["mcpServers"]["waaah"]["env"] == {
         "WAAAH_SERVER_URL": "http://h",
-        "WAAAH_API_KEY": "k",
+        "WAAAH_API_KEY": "${WAAAH_API_KEY}",  # claude fills it in from its environment
         "WAAAH_AGENT_ID": "a1",
     }
+    assert given.env == {"WAAAH_API_KEY": "k"}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and given.notes == []
+    keyless = CLAUDE_MCP.give({}, ServerChoice("http://h", None, "x"), tmp_path, {})
+    assert keyless.env == {} and "WAAAH_API_KEY" not in path.read_text()
 
 
 def test_claude_gets_per_run_hooks_and_gemini_none(tmp_path):

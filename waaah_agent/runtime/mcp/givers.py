@@ -79,6 +79,11 @@ class McpGiver(Protocol):
         ...
 
 
+#: What a file given to a CLI per run holds in place of the API key: the CLI fills it in from
+#: its environment, so no file at rest holds the key.
+KEY_REFERENCE = "${" + settings.API_KEY + "}"
+
+
 def find_entry(document: dict[str, Any]) -> mcpconf.ExistingEntry | None:
     """The waaah entry under ``mcpServers`` in a settings document."""
     return mcpconf.find_entry(document, settings.SERVER_URL, settings.API_KEY)
@@ -105,9 +110,14 @@ class PerRunConfig(FilePerRun):
         self, env: Mapping[str, str], server: ServerChoice, session_dir: Path, per_run_env: Mapping[str, str]
     ) -> Given:
         path = session_dir / "mcp.json"
-        document = self.document(PROXY_COMMAND, proxy_env(server, per_run_env))
-        atomic_write(path, json.dumps(document, indent=2) + "\n", 0o600)
-        return Given([], [self.flag, str(path), *self.extra_args])
+        env = proxy_env(server, per_run_env)
+        run_env = {}
+        if server.api_key and settings.API_KEY in env:
+            # The key itself stays out of the file: the CLI fills the reference in from its own
+            # environment when it reads the file (claude expands ${VAR} in MCP configs).
+            env[settings.API_KEY], run_env[settings.API_KEY] = KEY_REFERENCE, server.api_key
+        atomic_write(path, json.dumps(self.document(PROXY_COMMAND, env), indent=2) + "\n", 0o600)
+        return Given([], [self.flag, str(path), *self.extra_args], run_env)
 
     def doctor(self, env: Mapping[str, str]) -> Finding:
         return Finding("ok", f"given per run with {self.flag} (your files are not touched)")
