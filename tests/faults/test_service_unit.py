@@ -1,5 +1,6 @@
 """`waaah service install` with hostile names and secrets: nothing a folder's name holds reaches a
-unit file, no secret is written into one, and a name systemd cannot take is refused in one line."""
+unit file, no secret is written into one, and a name systemd cannot take is refused in one line.
+A fake systemctl answers (or fails, with FAKE_SYSTEMCTL_FAIL): the machine's own is never asked."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.doubles.fake_systemctl import fake_systemctl
 from tests.faults.conftest import clean_env, run_waaah
 from tests.runtime.helpers import instance_environment, verify
 
 SECRET = "hunter2-notify-9b7e3f"
 NOTIFY = f"json://alerts:{SECRET}@127.0.0.1:9/hook"
+
+
+@pytest.fixture(autouse=True)
+def systemctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The log of the fake systemctl every test here runs with."""
+    return fake_systemctl(tmp_path / "fakebin", monkeypatch)
 
 
 def unit_texts(config: Path) -> dict[str, str]:
@@ -103,3 +111,26 @@ def test_the_alert_urls_a_service_sets_never_reach_the_agent(workspace, fake_hom
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=60) == 0
     assert b"WAAAH_NOTIFY" not in environ and SECRET.encode() not in environ
+
+
+def test_a_service_systemctl_could_not_stop_is_kept_with_how_to_retry(
+    workspace, fake_home, tmp_path, systemctl
+):
+    config = tmp_path / "config"
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    done = run_waaah("service", "install", "--start=gemini", "--workspace", str(workspace), "--name", "x",
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0 and "started and enabled" in done.stdout, done.stderr
+    files = [config / "waaah-agent" / "services" / "x.env", config / "systemd" / "user" / "waaah@.service"]
+    before = {p: p.read_bytes() for p in files}
+    refused = run_waaah("service", "remove", "x", cwd=tmp_path, env={**env, "FAKE_SYSTEMCTL_FAIL": "1"})
+    assert refused.returncode == 2 and not refused.stdout, refused.stdout
+    (line,) = refused.stderr.strip().splitlines()
+    assert "waaah@x.service" in line and "Failed to connect to bus" in line, line
+    assert "nothing was removed" in line and "waaah service remove x" in line, line
+    assert {p: p.read_bytes() for p in files} == before  # still installed: nothing orphaned
+    listed = run_waaah("service", "status", cwd=tmp_path, env=env)
+    assert "waaah@x.service" in listed.stdout, listed.stdout
+    removed = run_waaah("service", "remove", "x", cwd=tmp_path, env=env)  # the retry, systemd answering
+    assert removed.returncode == 0 and not any(p.exists() for p in files), removed.stderr
+    assert "disable --now waaah@x.service" in systemctl.read_text()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.doubles.fake_systemctl import fake_systemctl
 from tests.runtime.helpers import (
     WAAAH,
     events,
@@ -33,6 +34,12 @@ from tests.runtime.helpers import (
 from waaah_agent.core.night.service import escape_name, instance_name
 
 pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture()
+def systemctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake systemctl first on PATH (the machine's user systemd is asked in one test only)."""
+    return fake_systemctl(tmp_path / "fakebin", monkeypatch)
 
 
 def waaah(*args: str, env: dict[str, str], cwd: Path | str = "/") -> subprocess.CompletedProcess[str]:
@@ -69,7 +76,7 @@ def new_repo(path: Path) -> Path:
 
 
 def test_a_crew_of_instances_each_with_its_port_listed_run_and_removed_one_by_one(
-    workspace, fake_home, tmp_path
+    workspace, fake_home, tmp_path, systemctl
 ):
     config = tmp_path / "config"
     env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
@@ -146,7 +153,7 @@ def test_a_crew_of_instances_each_with_its_port_listed_run_and_removed_one_by_on
     assert "no agents installed" in text
 
 
-def test_a_template_that_is_not_waaah_s_is_never_replaced(workspace, fake_home, tmp_path):
+def test_a_template_that_is_not_waaah_s_is_never_replaced(workspace, fake_home, tmp_path, systemctl):
     config = tmp_path / "config"
     env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
     unit_folder(config).mkdir(parents=True)
@@ -183,7 +190,7 @@ def test_where_a_user_systemd_runs_the_instance_starts(workspace, fake_home):
         waaah("service", "remove", name, env=env)
 
 
-def test_the_settings_file_is_private(workspace, fake_home, tmp_path):
+def test_the_settings_file_is_private(workspace, fake_home, tmp_path, systemctl):
     config = tmp_path / "config"
     env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
     assert (
@@ -195,7 +202,7 @@ def test_the_settings_file_is_private(workspace, fake_home, tmp_path):
     assert [stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()] == [0o600]
 
 
-def test_a_unit_of_an_earlier_waaah_is_listed_and_removed(fake_home, tmp_path):
+def test_a_unit_of_an_earlier_waaah_is_listed_and_removed(fake_home, tmp_path, systemctl):
     config = tmp_path / "config"
     env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
     unit_folder(config).mkdir(parents=True)
@@ -206,5 +213,7 @@ def test_a_unit_of_an_earlier_waaah_is_listed_and_removed(fake_home, tmp_path):
     )
     listed = json.loads(waaah("service", "status", "--json", env=env).stdout)
     assert [(r["name"], r["systemd"]) for r in listed] == [("waaah-gemini-waaah-orc-app", "legacy")]
+    kept = waaah("service", "remove", "waaah-gemini-waaah-orc-app", env={**env, "FAKE_SYSTEMCTL_FAIL": "1"})
+    assert kept.returncode == 2 and "nothing was removed" in kept.stderr and old.exists(), kept.stderr
     done = waaah("service", "remove", "waaah-gemini-waaah-orc-app", env=env)
     assert done.returncode == 0 and not old.exists(), done.stderr

@@ -234,18 +234,13 @@ def legacy(env: Mapping[str, str]) -> list[str]:
 
 def remove(name: str, env: Mapping[str, str]) -> list[str]:
     """Stop, disable and forget one instance; the template goes with the last one. The others
-    are not touched (nor is any session)."""
+    are not touched (nor is any session). Where systemctl cannot stop it, nothing is removed."""
     env_path = env_dir(env) / f"{name}.env"
     if name not in installed(env) and name in legacy(env):
         return _remove_legacy(name, env)
     if name not in installed(env):
         raise UsageError(f"no service {name} ({env_path} is not one of waaah's)")
-    ok, said = systemctl("disable", "--now", f"waaah@{name}.service", env=env)
-    lines = [
-        f"stopped and disabled waaah@{name}.service"
-        if ok
-        else f"systemctl did not stop it ({said.splitlines()[0] if said else '?'})"
-    ]
+    lines = [_stop(f"waaah@{name}.service", name, env_path, env)]
     env_path.unlink()
     lines.append(f"removed {env_path}")
     if not installed(env):
@@ -258,19 +253,30 @@ def remove(name: str, env: Mapping[str, str]) -> list[str]:
 
 
 def _remove_legacy(name: str, env: Mapping[str, str]) -> list[str]:
-    ok, said = systemctl("disable", "--now", f"{name}.service", env=env)
-    lines = [
-        f"stopped and disabled {name}.service"
-        if ok
-        else f"systemctl did not stop it ({said.splitlines()[0] if said else '?'})"
-    ]
     path = unit_dir(env) / f"{name}.service"
+    lines = [_stop(f"{name}.service", name, path, env)]
     path.unlink()
     systemctl("daemon-reload", env=env)
     return [
         *lines,
         f"removed {path} (a unit of an earlier waaah; install the agent again to add it to the crew)",
     ]
+
+
+def _stop(unit: str, name: str, path: Path, env: Mapping[str, str]) -> str:
+    """``systemctl --user disable --now UNIT``, what to say of it. Where systemctl is there but
+    fails (no user bus in this shell, say), a UsageError: removing the files of a unit still
+    enabled would leave systemd starting it at every boot with its settings gone."""
+    if shutil.which("systemctl", path=env.get("PATH")) is None:
+        return f"systemctl is not installed here: {unit} cannot be running"
+    ok, said = systemctl("disable", "--now", unit, env=env)
+    if not ok:
+        raise UsageError(
+            f"systemctl did not stop {unit} ({said.splitlines()[0] if said else 'no reason given'}), so "
+            f"nothing was removed: run waaah service remove {name} again where systemctl --user "
+            f"answers (your login session), or, where no user systemd runs at all, remove {path} by hand"
+        )
+    return f"stopped and disabled {unit}"
 
 
 def install_launchd(service: Service, variables: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
