@@ -134,3 +134,39 @@ def test_a_service_systemctl_could_not_stop_is_kept_with_how_to_retry(
     removed = run_waaah("service", "remove", "x", cwd=tmp_path, env=env)  # the retry, systemd answering
     assert removed.returncode == 0 and not any(p.exists() for p in files), removed.stderr
     assert "disable --now waaah@x.service" in systemctl.read_text()
+
+
+@pytest.mark.parametrize(
+    ("workflow", "says", "code"),
+    [
+        ("nonexistent-flow", "workflow 'nonexistent-flow' not found", 4),
+        ("", "give a name", 2),
+        ("../../../../etc/passwd", "not a path", 2),
+    ],
+)
+def test_a_workflow_waaah_agent_would_refuse_is_refused_before_anything_is_written(
+    workflow, says, code, workspace, fake_home, tmp_path, systemctl
+):
+    config = tmp_path / "config"
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    agent = run_waaah("agent", "--start=simulated", "--no-mcp", "--as", workflow, cwd=workspace, env=env)
+    assert agent.returncode == code and says in agent.stderr, agent.stderr  # what the service would run
+    done = run_waaah("service", "install", "--start=gemini", "--as", workflow, "--name", "x",
+                     "--workspace", str(workspace), cwd=tmp_path, env=env)  # fmt: skip
+    assert (done.returncode, done.stdout) == (code, ""), done.stdout
+    (line,) = done.stderr.strip().splitlines()
+    assert line == agent.stderr.strip().splitlines()[-1], (line, agent.stderr)
+    assert not unit_texts(config) and not (config / "waaah-agent").exists()
+    assert not systemctl.read_text()
+
+
+def test_a_workflow_of_the_workspace_is_installed_by_its_name(workspace, fake_home, tmp_path, systemctl):
+    (workspace / ".agent" / "workflows").mkdir(parents=True)
+    (workspace / ".agent" / "workflows" / "night-shift.md").write_text("Keep going.\n")
+    config = tmp_path / "config"
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    done = run_waaah("service", "install", "--start=gemini", "--as", "/night-shift.md", "--name", "x",
+                     "--workspace", str(workspace), cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    values = instance_environment(config / "waaah-agent" / "services" / "x.env")
+    assert values["WAAAH_WORKFLOW"] == "night-shift"

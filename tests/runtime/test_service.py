@@ -81,6 +81,8 @@ def test_a_crew_of_instances_each_with_its_port_listed_run_and_removed_one_by_on
     config = tmp_path / "config"
     env = sim_env(fake_home, XDG_CONFIG_HOME=str(config))
     other = new_repo(tmp_path / "other repo")
+    (workspace / ".agent" / "workflows").mkdir(parents=True)
+    (workspace / ".agent" / "workflows" / "waaah-worker.md").write_text("Take the next task.\n")
     port = free_port()
     installs = [
         ("--start=simulated", "--as=waaah-orc", "--workspace", str(workspace), "--metrics-port", str(port)),

@@ -57,7 +57,7 @@ def install(
     from waaah_agent.core.night.service import Instance, NameProblem, Service, checked_name, instance_name
     from waaah_agent.errors import UsageError
     from waaah_agent.runtime.night import service
-    from waaah_agent.runtime.workspace import git_root
+    from waaah_agent.runtime.workspace import find_workflow, git_root
 
     def go() -> int:
         if start not in adapters.names():
@@ -72,18 +72,21 @@ def install(
             raise UsageError(
                 f"--workspace {folder!s}: its path is not UTF-8, which systemd requires"
             ) from None
+        # The workflow the agent will be given, found as `waaah agent` finds it (its name, never
+        # a path): one it would refuse is refused now, before a file is written.
+        as_name = find_workflow(workflow, folder).name
         try:
-            unit_name = checked_name(name) if name else instance_name(start, workflow, folder)
+            unit_name = checked_name(name) if name else instance_name(start, as_name, folder)
         except NameProblem as err:
             raise UsageError(f"--name: {err}" if name else f"{err}; give --name") from None
         path = os.environ.get("PATH", "/usr/bin:/bin")
         if sys.platform == "darwin":
-            launchd = Service(unit_name, service.waaah_path(), start, workflow, folder, path)
+            launchd = Service(unit_name, service.waaah_path(), start, as_name, folder, path)
             variables = {"WAAAH_NOTIFY": " ".join(notify)} if notify else {}
             lines = service.install_launchd(launchd, variables, os.environ)
         else:
             port = metrics_port or service.new_port(os.environ, unit_name)
-            unit = Instance(unit_name, start, workflow, folder, port, tuple(notify or ()))
+            unit = Instance(unit_name, start, as_name, folder, port, tuple(notify or ()))
             lines = service.install(unit, service.waaah_path(), path, os.environ)
         for line in lines:
             print(f"waaah: {line}")
