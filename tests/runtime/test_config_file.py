@@ -8,7 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.helpers import WAAAH, retry_until, session_dirs, sim_env, state, state_or_none
+from waaah_agent.errors import UsageError
 
 
 def config_at(home: Path, text: str) -> Path:
@@ -165,3 +168,70 @@ def test_defaults_and_what_was_typed_earlier_are_shown_never_a_dash(workspace, f
     assert settings["api_key_file"]["value"] == f"{kept / 'api-key'} (holds a key ending ****6789)"
     out = run(workspace, env, "config").stdout
     assert key not in out and key not in json.dumps(shown)
+
+
+def refused_in_one_line(done: subprocess.CompletedProcess[str], *says: str) -> str:
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and not done.stdout and all(s in line for s in says), (done.returncode, line)
+    return line
+
+
+def test_a_config_file_named_by_waaah_config_that_is_missing_is_an_error(workspace, fake_home, tmp_path):
+    env = sim_env(fake_home, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    shown = run(workspace, env, "config")  # the default one missing: no config, as before
+    assert shown.returncode == 0 and "(none" in shown.stdout, shown.stderr
+    typo = tmp_path / "typo.toml"
+    for args in (["config"], ["status"]):
+        line = refused_in_one_line(run(workspace, {**env, "WAAAH_CONFIG": str(typo)}, *args), str(typo))
+        assert "WAAAH_CONFIG" in line and "does not exist" in line, line
+
+
+def test_a_dangling_link_in_the_config_file_s_place_is_refused(workspace, fake_home, tmp_path):
+    env = sim_env(fake_home, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    link = tmp_path / "xdg" / "waaah-agent" / "config.toml"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tmp_path / "dotfiles" / "waaah.toml")  # not there: a dotfiles folder not mounted yet
+    refused_in_one_line(run(workspace, env, "config"), str(link), str(tmp_path / "dotfiles" / "waaah.toml"))
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "dotfiles" / "waaah.toml").write_text("heartbeat = 300\n")
+    (tmp_path / "dotfiles" / "waaah.toml").chmod(0o600)
+    shown = run(workspace, env, "config", "--json")
+    rows = {r["key"]: r for r in json.loads(shown.stdout)["settings"]}
+    assert rows["heartbeat"] == {**rows["heartbeat"], "value": "300.0", "from": "config file"}
+
+
+def test_a_config_file_someone_else_can_write_or_owns_is_not_used(workspace, fake_home, tmp_path):
+    env = sim_env(fake_home, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    path = tmp_path / "xdg" / "waaah-agent" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text('server = "http://attacker.example:3456"\n')
+    path.chmod(0o666)
+    line = refused_in_one_line(run(workspace, env, "config"), str(path), "can be written by others")
+    assert f"chmod go-w {path}" in line and "attacker" not in line
+    path.chmod(0o644)
+    assert run(workspace, env, "config").returncode == 0
+    if os.geteuid() != 0:
+        return  # a file of another user's needs root to be made
+    os.chown(path, 65534, 65534)
+    line = refused_in_one_line(run(workspace, env, "config"), str(path), "belongs to another user")
+    assert "attacker" not in line
+
+
+def test_a_config_file_root_owns_and_only_reads_is_used(tmp_path, monkeypatch):
+    """As home-manager keeps it (a link to a file of root's in /nix/store, mode 0444): read."""
+    from waaah_agent.runtime import config_file
+
+    store = tmp_path / "store" / "waaah.toml"
+    store.parent.mkdir()
+    store.write_text("heartbeat = 300\n")
+    store.chmod(0o444)
+    if store.stat().st_uid != 0:
+        pytest.skip("a file of root's needs root to be made")
+    link = tmp_path / "config.toml"
+    link.symlink_to(store)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    os.lchown(link, 1000, 1000)
+    assert config_file.read({"WAAAH_CONFIG": str(link)}) == {"WAAAH_HEARTBEAT": "300.0"}
+    store.chmod(0o666)
+    with pytest.raises(UsageError, match="can be written by others"):
+        config_file.read({"WAAAH_CONFIG": str(link)})

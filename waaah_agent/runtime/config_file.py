@@ -1,13 +1,17 @@
 """The config file, read safely and laid under the environment (core/config.py says what it holds).
 
 ``$WAAAH_CONFIG``, else ``$XDG_CONFIG_HOME/waaah-agent/config.toml`` (default
-``~/.config/waaah-agent/config.toml``). Missing: nothing is set. Anything else that is not a
-regular UTF-8 file of at most 1 MB holding the known keys with values of their kind stops the
-command with one line naming the file, the key and an example (exit code 2).
+``~/.config/waaah-agent/config.toml``). The default one missing: nothing is set. Anything else
+stops the command with one line naming the file (exit code 2): a file ``$WAAAH_CONFIG`` names
+that is not there, a link to nothing, a file another user owns (root aside) or others can write
+(it sets the server's address: :func:`~waaah_agent.runtime.private.untrusted`), one that is not a
+regular UTF-8 file of at most 1 MB holding the known keys with values of their kind (then the
+key and an example too).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from waaah_agent import settings
 from waaah_agent.core.config import KEYS, ConfigProblem, parse
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
+from waaah_agent.runtime.private import untrusted
 from waaah_agent.safe_read import UnsafeFile, read_capped
 
 CONFIG_VAR = "WAAAH_CONFIG"
@@ -32,9 +37,21 @@ def path(env: MutableMapping[str, str]) -> Path:
 
 def read(env: MutableMapping[str, str]) -> dict[str, str]:
     where = path(env)
+    if refused := untrusted(where, root_too=True):
+        raise UsageError(f"the config file {refused}")
     try:
         raw = read_capped(where, CAP)
     except FileNotFoundError:
+        if os.path.islink(where):  # where the user keeps it is not known: never taken as no config
+            raise UsageError(
+                f"the config file {where} is a link to {os.path.realpath(where)}, which does not exist; "
+                "create that file or remove the link"
+            ) from None
+        if env.get(CONFIG_VAR):
+            raise UsageError(
+                f"the config file {where} that {CONFIG_VAR} names does not exist; create it, or fix or "
+                f"unset {CONFIG_VAR}"
+            ) from None
         return {}
     except UnsafeFile as err:
         raise UsageError(f"the config file {where} {err.reason}; fix or move it") from None

@@ -49,10 +49,12 @@ def private_dir(path: Path) -> Path:
 STATE_FOLDERS = ("sessions", "locks", "logs", "runs")
 
 
-def untrusted(path: Path) -> str | None:
+def untrusted(path: Path, *, root_too: bool = False) -> str | None:
     """Why ``path`` must not be trusted (someone else owns it, or someone else can write it), as
     one line with the fix; None when it is this user's alone, or not there. A symlink is
-    judged with what it points to."""
+    judged with what it points to. ``root_too``: a file root owns is trusted as well (one that is
+    only read: a system's, or a dotfile manager's such as home-manager's /nix/store; root could
+    change anything of this user's anyway)."""
     try:
         link = os.lstat(path)
         info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
@@ -60,9 +62,9 @@ def untrusted(path: Path) -> str | None:
         return None  # not there: what needs it says so
     except OSError as err:
         return f"{path} cannot be checked ({err.strerror}); fix it or move it aside"
-    me = os.geteuid()
+    trusted = {os.geteuid(), 0} if root_too else {os.geteuid()}
     for owner in (link.st_uid, info.st_uid):
-        if owner != me:
+        if owner not in trusted:
             return (
                 f"{path} belongs to another user (uid {owner}), so nothing in it is used; "
                 f"move it aside (mv {path} {path}.untrusted) or ask its owner to remove it"
