@@ -170,3 +170,28 @@ def test_a_workflow_of_the_workspace_is_installed_by_its_name(workspace, fake_ho
     assert done.returncode == 0, done.stderr
     values = instance_environment(config / "waaah-agent" / "services" / "x.env")
     assert values["WAAAH_WORKFLOW"] == "night-shift"
+
+
+def test_a_settings_folder_others_can_read_is_made_private_but_never_through_a_link(
+    workspace, fake_home, tmp_path, systemctl
+):
+    config = tmp_path / "config"
+    folder = config / "waaah-agent" / "services"
+    folder.mkdir(parents=True, mode=0o755)
+    folder.chmod(0o755)  # as an earlier waaah, or a plain mkdir -p, left it
+    env = clean_env(fake_home, XDG_CONFIG_HOME=str(config))
+    install = ("service", "install", "--start=gemini", "--workspace", str(workspace), "--name", "x")
+    assert run_waaah(*install, cwd=tmp_path, env=env).returncode == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "x.env").stat().st_mode) == 0o600
+    # A link in its place (the user's own choice of where it lives): what it points to is not changed.
+    elsewhere = tmp_path / "shared"
+    elsewhere.mkdir(mode=0o755)
+    elsewhere.chmod(0o755)
+    other = tmp_path / "config2"
+    (other / "waaah-agent").mkdir(parents=True)
+    (other / "waaah-agent" / "services").symlink_to(elsewhere)
+    done = run_waaah(*install, cwd=tmp_path, env={**env, "XDG_CONFIG_HOME": str(other)})
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755
+    assert stat.S_IMODE((elsewhere / "x.env").stat().st_mode) == 0o600

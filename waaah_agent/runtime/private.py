@@ -45,6 +45,15 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def private_folder(path: Path) -> Path:
+    """A folder of ours outside a workspace (``~/.config/waaah-agent/services``): created 0700,
+    its parents too, and made 0700 where it is not (an earlier waaah's, a plain ``mkdir -p``).
+    A symlink in its place is left as it is: where the user keeps it, and its mode, are theirs."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _tighten(path, follow=False)
+    return path
+
+
 #: The folders of ``.waaah/`` that hold state a command reads back.
 STATE_FOLDERS = ("sessions", "locks", "logs", "runs")
 
@@ -105,7 +114,17 @@ def open_append(path: Path) -> IO[str]:
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
-def _tighten(folder: Path) -> None:
+def _tighten(folder: Path, *, follow: bool = True) -> None:
+    """``folder`` 0700 where others may use it; with ``follow`` False, never through a symlink
+    (opened with O_NOFOLLOW: a link is left as it is, and so is what it points to)."""
     with contextlib.suppress(OSError):
-        if folder.stat().st_mode & 0o077:
-            folder.chmod(0o700)
+        if follow:
+            if folder.stat().st_mode & 0o077:
+                folder.chmod(0o700)
+            return
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)

@@ -37,7 +37,7 @@ from waaah_agent.core.night.service import (
 )
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import key_file
-from waaah_agent.runtime.private import private_dir
+from waaah_agent.runtime.private import private_folder
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.safe_read import read_text, why
 
@@ -116,7 +116,7 @@ def install(instance: Instance, waaah: str, path: str, env: Mapping[str, str]) -
         raise UsageError(f"{template} exists and is not waaah's; remove it to install the crew's template")
     env_path = folder / f"{instance.name}.env"
     try:
-        private_dir(folder)
+        private_folder(folder)
         atomic_write(env_path, env_file(instance), 0o600)  # before the unit that names it
         template.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(template, template_unit(waaah, folder, path), 0o644)
