@@ -60,6 +60,32 @@ def test_secret_names_and_values():
     assert known_secrets(env) == ("ghx-" + "a" * 20,)
 
 
+def test_strong_words_make_a_secret_name_run_together_too():
+    # Names that spell a password, token, secret or DSN without an underscore before it.
+    for name in (
+        "PGPASSWORD",
+        "DBPASSWORD",
+        "GITHUBTOKEN",
+        "SENTRYDSN",
+        "MYSQLPASSWD",
+        "APPSECRET",
+        "OPENAIAPIKEY",
+    ):
+        assert is_secret_name(name), name
+    # ... and still not the harmless words and counts that hold one, nor where a secret lives.
+    for name in (
+        "TOKENIZERS_PARALLELISM",
+        "MAX_TOKENS",
+        "WAAAH_RUN_MAX_TOKENS",
+        "OLDPWD",
+        "PASSWORD_FILE",
+        "PGPASSFILE",
+    ):
+        assert not is_secret_name(name), name
+    env = {"PGPASSWORD": "pg-pass-word-123", "GITHUBTOKEN": "gh-token-value-456"}
+    assert known_secrets(env) == ("pg-pass-word-123", "gh-token-value-456")
+
+
 @pytest.mark.parametrize("secret", SHAPED)
 def test_shapes_are_masked_in_text_and_in_the_raw_stream(secret):
     r = Redactor()

@@ -11,24 +11,13 @@ from collections.abc import Mapping
 
 from waaah_agent.core.secrets.shapes import TEXT_SHAPES, URL, URL_CREDENTIALS, WEBHOOKS
 
-#: Name parts that make an environment variable a secret (split on ``_``).
-_SECRET_PARTS = frozenset(
-    [
-        "KEY",
-        "APIKEY",
-        "TOKEN",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWD",
-        "PASS",
-        "PASSPHRASE",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "PAT",
-    ]
-)
+#: Words that make a variable a secret wherever they are in its name, run together with
+#: others too (``PGPASSWORD``, ``GITHUBTOKEN``, ``SENTRYDSN``): never part of a harmless word,
+#: except ``TOKEN`` in ``TOKENIZERS`` and a count of ``TOKENS`` (``MAX_TOKENS``).
+_SECRET_WORDS = re.compile(r"PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|APIKEY|TOKEN(?!IZ|S(?:_|$))")
+#: Name parts that make a variable a secret only as a part of their own (split on ``_``): run
+#: together they are in harmless words (``KEYBOARD``, ``PATH``, ``AUTHOR``, ``PASSENGER``).
+_SECRET_PARTS = frozenset(["KEY", "PASS", "AUTH", "PAT"])
 #: ... unless the name says the value is where a secret lives, not the secret.
 _NOT_A_VALUE = frozenset(
     ["SOCK", "FILE", "PATH", "DIR", "URL", "HOST", "TYPE", "MODE", "METHOD", "ID", "NAME"]
@@ -45,9 +34,10 @@ def is_secret_name(name: str) -> bool:
     if upper in _NOT_SECRETS:
         return False
     parts = upper.split("_")
-    if "WEBHOOK" in upper or "DSN" in parts or (len(parts) > 1 and "PWD" in parts) or "NOTIFY" in parts:
+    if "WEBHOOK" in upper or "DSN" in upper or (len(parts) > 1 and "PWD" in parts) or "NOTIFY" in parts:
         return True
-    return bool(_SECRET_PARTS.intersection(parts)) and parts[-1] not in _NOT_A_VALUE
+    named = _SECRET_WORDS.search(upper) is not None or not _SECRET_PARTS.isdisjoint(parts)
+    return named and parts[-1] not in _NOT_A_VALUE
 
 
 def known_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
