@@ -103,6 +103,8 @@ def fix_for(err: OSError, path: Path) -> str:
         return f"make it writable (chmod u+w {path}) or run in another workspace (--workspace)"
     if code in (errno.ENOTDIR, errno.EEXIST):
         return f"a file is in the way of a folder: move it aside (mv {path} {path}.bak)"
+    if code == errno.ELOOP:
+        return f"remove the link (rm {path})"
     if code == errno.EISDIR:
         return f"a folder is in the way of a file: move it aside (mv {path} {path}.bak)"
     if code == errno.ENOENT and not path.parent.exists():

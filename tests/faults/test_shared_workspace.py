@@ -136,3 +136,25 @@ def test_a_session_folder_owned_by_someone_else_is_never_resumed(workspace, home
     assert_no_traceback(newest.stdout, newest.stderr)
     assert newest.returncode != 0 and "no simulated session to resume" in newest.stderr, newest.stderr
     assert typed(workspace) == before
+
+
+@pytest.mark.parametrize("link", [".waaah", ".waaah/runs"])
+@pytest.mark.parametrize(
+    "command",
+    [["run", "hello", "--agent", "gemini"], ["agent", "--start=simulated", "--no-mcp"]],
+    ids=["run", "agent"],
+)
+def test_a_waaah_folder_that_is_a_symlink_is_refused_and_never_followed(
+    workspace, home, tmp_path, link, command
+):
+    # A repository can commit `.waaah -> ../elsewhere`: following it would tighten that folder
+    # to 0700 and write the night's logs into it.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    elsewhere.chmod(0o755)
+    (workspace / link).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / link).symlink_to(elsewhere)
+    env = clean_env(home, XDG_STATE_HOME=str(tmp_path / "state"))
+    done = run_waaah(*command, cwd=workspace, env=env, timeout=30)
+    assert_one_line(done, str(workspace / link), f"symlink to {elsewhere}", f"rm {workspace / link}")
+    assert list(elsewhere.iterdir()) == [] and elsewhere.stat().st_mode & 0o777 == 0o755

@@ -7,12 +7,15 @@ Nor may anyone else's file steer the agent: in a workspace shared with other use
 ``.waaah/`` someone else made (or one anyone can write) could hold a session planted to be
 resumed with their arguments and their queued prompts. State is trusted only when this user
 owns it and no one else can write it (:func:`untrusted`); otherwise one line names the fix and
-nothing of it is used.
+nothing of it is used. Nor is ``.waaah/`` (or one of its folders) that is a symlink
+(:func:`linked`): a repository can commit ``.waaah -> ../elsewhere``, and following it would
+tighten and write into a folder the user never chose.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -24,10 +27,40 @@ ROOT = ".waaah"
 GITIGNORE = "# Written by waaah: nothing in this folder belongs in git.\n*\n"
 
 
+class LinkedFolder(OSError):
+    """``.waaah/`` or a folder in it is a symlink: never followed (written through, tightened)."""
+
+    def __init__(self, path: Path, target: str) -> None:
+        super().__init__(errno.ELOOP, f"is a symlink to {target}, which waaah does not follow", str(path))
+
+
+def linked(path: Path) -> str | None:
+    """One line when ``path`` (``.waaah/`` or one of its folders) is a symlink: its target and
+    the fix; None when it is not one (or not there)."""
+    target = _link_target(path)
+    if target is None:
+        return None
+    return (
+        f"{path} is a symlink to {target}, so nothing is read from it or written through it "
+        f"(waaah keeps its state in a folder of its own); remove the link (rm {path})"
+    )
+
+
+def _link_target(path: Path) -> str | None:
+    try:
+        return os.readlink(path)
+    except (OSError, ValueError):  # not a symlink (EINVAL), not there
+        return None
+
+
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (under a ``.waaah`` folder) and its parents 0700; the root gets its .gitignore."""
+    """Create ``path`` (under a ``.waaah`` folder) and its parents 0700; the root gets its .gitignore.
+    :class:`LinkedFolder` when the root or a folder under it is a symlink (nothing is created)."""
     root = next((p for p in (path, *path.parents) if p.name == ROOT), None)
     if root is not None:
+        for folder in (root, *reversed([p for p in (path, *path.parents) if root in p.parents])):
+            if (target := _link_target(folder)) is not None:
+                raise LinkedFolder(folder, target)
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _tighten(root)
         ignore = root / ".gitignore"
@@ -50,7 +83,7 @@ def private_folder(path: Path) -> Path:
     its parents too, and made 0700 where it is not (an earlier waaah's, a plain ``mkdir -p``).
     A symlink in its place is left as it is: where the user keeps it, and its mode, are theirs."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _tighten(path, follow=False)
+    _tighten(path)
     return path
 
 
@@ -95,10 +128,10 @@ def _read_only(path: Path) -> bool:
 
 
 def check_state(waaah_dir: Path) -> None:
-    """Refuse (one line, exit 2) a ``.waaah/`` or one of its state folders that is not this
-    user's alone."""
+    """Refuse (one line, exit 2) a ``.waaah/`` or one of its state folders that is a symlink or
+    is not this user's alone."""
     for path in (waaah_dir, *(waaah_dir / name for name in STATE_FOLDERS)):
-        if why := untrusted(path):
+        if why := linked(path) or untrusted(path):
             raise UsageError(why)
 
 
@@ -114,14 +147,10 @@ def open_append(path: Path) -> IO[str]:
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
-def _tighten(folder: Path, *, follow: bool = True) -> None:
-    """``folder`` 0700 where others may use it; with ``follow`` False, never through a symlink
-    (opened with O_NOFOLLOW: a link is left as it is, and so is what it points to)."""
+def _tighten(folder: Path) -> None:
+    """``folder`` 0700 where others may use it; never through a symlink (opened with O_NOFOLLOW:
+    a link is left as it is, and so is what it points to)."""
     with contextlib.suppress(OSError):
-        if follow:
-            if folder.stat().st_mode & 0o077:
-                folder.chmod(0o700)
-            return
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             if os.fstat(fd).st_mode & 0o077:

@@ -311,10 +311,12 @@ def check_workflow(workflow: str, workspace: Path) -> Check:
 
 def check_writable(workspace: Path) -> Check:
     folder = workspace / ".waaah"
-    from waaah_agent.runtime.private import STATE_FOLDERS, untrusted
+    from waaah_agent.runtime.private import STATE_FOLDERS, linked, untrusted
 
     for path in (folder, *(folder / name for name in STATE_FOLDERS)):
-        if why := untrusted(path):  # never tightened here: what is in it may be someone else's
+        if why := linked(path) or untrusted(
+            path
+        ):  # never tightened here: what is in it may be someone else's
             fix = why.split("; ", 1)[-1]
             return Check(".waaah writable", "fail", why.split("; ", 1)[0], fix)
     try:
