@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -338,3 +340,20 @@ def test_an_assignment_cut_by_the_reads_anywhere_is_still_masked(line, value):
         assert out.count(b"[REDACTED]") == 3, (cut, out)
         for at in range(len(value) - 7):  # not 8 of its characters in a row, even its end
             assert value[at : at + 8].encode() not in out, (cut, out)
+
+
+def test_a_private_key_s_body_is_masked_however_long_and_json_stays_json():
+    body = "\n".join(
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + str(i % 10) * 12 for i in range(40)
+    )
+    key = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n"
+    r = Redactor()
+    masked = r(f"the context:\n{key}and more")
+    assert (
+        masked
+        == f"the context:\n-----BEGIN RSA PRIVATE KEY-----{MASK}-----END RSA PRIVATE KEY-----\nand more"
+    )
+    line = r(json.dumps({"record": "start", "prompt": f"<context>\n{key}</context>\nhi", "n": 1}))
+    assert json.loads(line)["prompt"].startswith(f"<context>\n-----BEGIN RSA PRIVATE KEY-----{MASK}-----END")
+    cut = r(json.dumps({"prompt": key[:300]}))  # a block cut by --context-max: masked to its end
+    assert json.loads(cut) == {"prompt": f"-----BEGIN RSA PRIVATE KEY-----{MASK}"}

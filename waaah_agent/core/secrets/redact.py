@@ -33,6 +33,8 @@ from waaah_agent.core.secrets.secretenv import MIN_SECRET
 from waaah_agent.core.secrets.secretscan import PatternSet, SecretScan, mask_spans, scanner
 from waaah_agent.core.secrets.shapes import (
     ASSIGN_NAME,
+    PRIVATE_KEY,
+    PRIVATE_KEY_ANCHOR,
     RAW_ASSIGN,
     RAW_PREFILTERS,
     RAW_SHAPES,
@@ -139,8 +141,11 @@ class Redactor:
         document).
 
         Each shape's pattern runs only when one of its anchors is in the text (compared in lower
-        case, so a mixed-case "BeArEr" is still looked at): most lines hold none."""
+        case, so a mixed-case "BeArEr" is still looked at): most lines hold none. A PEM private
+        key's body is masked wherever it is, however long."""
         text = self.runs(self.exact(text))
+        if PRIVATE_KEY_ANCHOR in text:  # a key's whole body, however long (no window)
+            text = PRIVATE_KEY.sub(_keep_prefix, text)
         present = _shapes_present(text)
         if present is not None and not present:
             return text

@@ -56,6 +56,11 @@ ASSIGN_NAME = (  # up to the ":" or "=" (the raw stream's assignments are found 
     r"client[_-]?secret|password|passwd|credentials?|authorization)[\"']?\s*[:=]"
 )
 ASSIGN = rf"(?i)({ASSIGN_NAME}\s*[\"']?)(?!\[REDACTED\])[^\s\"',;&<>]{{8,}}"
+# In text only: a PEM private key's body (a context file, a file an agent printed), whole text
+# at a time (a key is longer than a shape's window): from its BEGIN line to its END line, or
+# to the end of a JSON string (a cut block).
+PRIVATE_KEY_ANCHOR = "PRIVATE KEY-----"
+PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(?:[^\"-]|-(?!----END ))+")
 TEXT_SHAPES = tuple(re.compile(p) for _, p in (*SHAPES, *_TEXT_ONLY_SHAPES)) + (re.compile(ASSIGN),)
 URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 URL_CREDENTIALS = re.compile(_URL_PASSWORD)
