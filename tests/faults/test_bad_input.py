@@ -330,6 +330,65 @@ def test_a_state_folder_that_cannot_hold_the_breakers_still_prints_the_answer(wo
     assert len(lines) == 1 and str(blocked) in lines[0] and "XDG_STATE_HOME" in lines[0], lines
 
 
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB\n-----END OPENSSH PRIVATE KEY-----\n"
+KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB"
+
+
+def recording_claude(folder: Path, seen: Path) -> None:
+    """A `claude` on PATH that keeps what it was given (its arguments, its stdin) in ``seen``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "claude"
+    stream = STREAMS / "answer.stdout"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{seen}'\ncat >> '{seen}'\ncat '{stream}'\n")
+    script.chmod(0o755)
+
+
+def test_the_workspace_s_context_file_is_not_followed_out_of_the_workspace(workspace, home, tmp_path):
+    # A repository can commit `CONTEXT.md -> ~/.ssh/id_ed25519`: nobody named it, so the key
+    # is not sent, and one line says why and how to send a file on purpose.
+    secret = home / ".ssh" / "id_ed25519"
+    secret.parent.mkdir()
+    secret.write_text(KEY)
+    (workspace / "CONTEXT.md").symlink_to(secret)
+    seen = tmp_path / "seen.txt"
+    recording_claude(tmp_path / "bin", seen)
+    done = run_waaah("run", "hi", "--agent", "claude", cwd=workspace, env=run_env(home, tmp_path / "bin"))
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
+    envelope = json.loads(done.stdout)
+    assert envelope["response"] == "Hello from the fake model."
+    lines = stderr_lines(done.stderr)
+    assert len(lines) == 1, lines
+    assert "CONTEXT.md was not read" in lines[0] and f"symlink to {secret}" in lines[0], lines
+    assert f"--context {workspace / 'CONTEXT.md'}" in lines[0], lines
+    assert KEY_BODY not in seen.read_text() and "hi" in seen.read_text()
+    log = Path(envelope["log_path"]).read_text()
+    assert KEY_BODY not in log and '"context": null' in log
+
+
+def test_a_context_file_named_on_purpose_may_be_a_symlink_and_the_log_masks_a_key_in_it(
+    workspace, home, tmp_path
+):
+    notes = tmp_path / "notes.md"
+    notes.write_text(f"PROJECT-NOTE: deploy with make\n{KEY}")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "CONTEXT.md").write_text("INSIDE-NOTE\n")
+    (workspace / "CONTEXT.md").symlink_to("docs/CONTEXT.md")  # inside the workspace: followed
+    seen = tmp_path / "seen.txt"
+    recording_claude(tmp_path / "bin", seen)
+    env = run_env(home, tmp_path / "bin")
+    inside = run_waaah("run", "hi", "--agent", "claude", cwd=workspace, env=env)
+    assert inside.returncode == 0 and not stderr_lines(inside.stderr), inside.stderr
+    assert "INSIDE-NOTE" in seen.read_text()
+    (workspace / "named.md").symlink_to(notes)
+    done = run_waaah("run", "hi", "--agent", "claude", "--context", "named.md", cwd=workspace, env=env)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 0 and not stderr_lines(done.stderr), done.stderr
+    assert "PROJECT-NOTE" in seen.read_text() and KEY_BODY in seen.read_text()  # the user asked for it
+    log = Path(json.loads(done.stdout)["log_path"]).read_text()
+    assert "PROJECT-NOTE" in log and KEY_BODY not in log  # ... and the run log masks the key
+
+
 # ---------------------------------------------------------------------------------------------
 # 6. Truthful endings, one workspace per session, live logs kept, one supervisor per agent id
 # ---------------------------------------------------------------------------------------------

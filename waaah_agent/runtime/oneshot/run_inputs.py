@@ -114,7 +114,8 @@ def read_context(
 ) -> tuple[str, str, dict[str, Any]]:
     """``prompt`` with the context before it, the context's source, and what dry-run shows of it:
     --context FILE, else CONTEXT.md of --context-dir, else the task data's context, else (unless
-    --skip-context-file) the workspace's CONTEXT.md; cut to --context-max bytes."""
+    --skip-context-file) the workspace's CONTEXT.md; cut to --context-max bytes. The workspace's
+    CONTEXT.md (named by nobody) is not followed out of the workspace: a warning, no context."""
     inputs = opts.inputs
     cap = inputs.context_max
     if opts.context is not None and inputs.context_dir is not None:
@@ -141,6 +142,12 @@ def read_context(
         default = workspace / "CONTEXT.md"
         if inputs.skip_context_file or not (default.exists() or default.is_symlink()):
             return prompt, "", {}
+        if outside := _outside(default, workspace):
+            warnings.append(
+                f"the workspace's CONTEXT.md was not read: it is a symlink to {outside}, outside the "
+                f"workspace (to send that file on purpose: --context {default})"
+            )
+            return prompt, "", {}
         path = default
     read_cap = min(cap, PROMPT_CAP) + 4  # a cut never splits a character it could have kept
     try:
@@ -154,6 +161,19 @@ def read_context(
     if size > cap:
         warnings.append(f"the context file {path} was cut to {cap:,} of {size:,} bytes (--context-max)")
     return present.with_context(prompt, text, path.name, cap=cap, total=size), str(path), info
+
+
+def _outside(path: Path, workspace: Path) -> str:
+    """Where the symlink ``path`` leads when that is outside ``workspace`` (a repository can
+    commit ``CONTEXT.md -> ~/.ssh/id_ed25519``); "" when it is no symlink or stays inside."""
+    if not path.is_symlink():
+        return ""
+    try:
+        target = path.resolve()
+        inside = target.is_relative_to(workspace.resolve())
+    except (OSError, RuntimeError):  # a loop: what the read says
+        return ""
+    return "" if inside else str(target)
 
 
 def plan_chain(
