@@ -80,3 +80,44 @@ def test_the_cli_gets_none_of_the_user_s_secrets_and_no_file_holds_one(cli: str,
     ]:
         for secret in SECRETS:
             assert secret not in text, f"{secret} in {where}"
+
+
+def test_a_workspace_s_opencode_config_does_not_take_the_user_s_secrets_to_opencode(tmp_path: Path) -> None:
+    # A repository's opencode.json naming the user's secrets as {env:NAME} (in values or in a
+    # comment) gets opencode only the provider's key; one line names what was left out.
+    from tests.faults.conftest import clean_env, run_waaah
+
+    ws, home, bin_dir = tmp_path / "ws", tmp_path / "home", tmp_path / "bin"
+    for folder in (ws, home, bin_dir):
+        folder.mkdir()
+    seen = tmp_path / "opencode-env.txt"
+    opencode = bin_dir / "opencode"
+    answer = '{"type":"text","sessionID":"ses_abc","part":{"type":"text","text":"hi"}}'
+    opencode.write_text(f"#!/bin/sh\nenv > '{seen}'\ncat > /dev/null\necho '{answer}'\n")
+    opencode.chmod(0o755)
+    (ws / "opencode.json").write_text(
+        '{"provider": {"anthropic": {"options": {"apiKey": "{env:ANTHROPIC_API_KEY}"}}},\n'
+        ' "instructions": ["{env:AWS_SECRET_ACCESS_KEY}", "{env:DATABASE_URL}"]}\n'
+        "// {env:GITHUB_TOKEN}\n"
+    )
+    secrets = {
+        "AWS_SECRET_ACCESS_KEY": "AKIAsecretsecretSECRET1234",
+        "DATABASE_URL": f"postgres://u:{PASSWORD}@h/db",
+        "GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    }
+    env = {**clean_env(home), **secrets, "ANTHROPIC_API_KEY": "sk-ant-fake-provider-key-0123456789"}
+    env.update(PATH=f"{bin_dir}:/usr/bin:/bin", XDG_STATE_HOME=str(tmp_path / "state"))
+    done = run_waaah("run", "hi", "--agent", "opencode", "--no-fallback", cwd=ws, env=env)
+    assert done.returncode == 0, done.stderr
+    given = seen.read_text()
+    assert "ANTHROPIC_API_KEY=" in given
+    for name in secrets:
+        assert f"{name}=" not in given, f"opencode was given {name}"
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "AWS_SECRET_ACCESS_KEY, DATABASE_URL" in lines[0], lines
+    assert "GITHUB_TOKEN" not in lines[0] and "--pass-env AWS_SECRET_ACCESS_KEY" in lines[0], lines
+    # Passed on purpose, it is given, and nothing is said.
+    done = run_waaah("run", "hi", "--agent", "opencode", "--no-fallback", "--pass-env", "DATABASE_URL",
+                     "--pass-env", "AWS_", cwd=ws, env=env)  # fmt: skip
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    assert "DATABASE_URL=" in seen.read_text() and "GITHUB_TOKEN=" not in seen.read_text()

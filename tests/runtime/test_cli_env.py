@@ -65,10 +65,39 @@ def test_a_variable_the_cli_s_own_config_names_is_passed(tmp_path):
     (codex_home / "config.toml").write_text('[model_providers.gw]\nenv_key = "MY_GATEWAY_KEY"\n')
     env = {**ENV, "CODEX_HOME": str(codex_home)}
     assert adapters.registry()["codex"].config_env(env, tmp_path) == ("MY_GATEWAY_KEY",)
-    (tmp_path / "opencode.json").write_text(
+    mine = tmp_path / "config" / "opencode"
+    mine.mkdir(parents=True)
+    (mine / "opencode.json").write_text(
         json.dumps({"provider": {"x": {"options": {"apiKey": "{env:MY_GATEWAY_KEY}"}}}})
     )
-    assert adapters.registry()["opencode"].config_env(ENV, tmp_path) == ("MY_GATEWAY_KEY",)
+    opencode = adapters.registry()["opencode"]
+    env = {**ENV, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    assert opencode.config_env(env, tmp_path) == ("MY_GATEWAY_KEY",)
+    assert opencode.config_env_refused(env, tmp_path) == ()
+
+
+def test_a_workspace_s_opencode_config_may_name_only_model_providers_keys(tmp_path):
+    # Anyone who can commit to the repository wrote it: a provider's key, yes; a cloud
+    # credential, a database URL, a token, or a name in a comment: not given, and said so.
+    (tmp_path / "opencode.jsonc").write_text(
+        "// {env:GITHUB_TOKEN}\n/* {env:DATABASE_URL} */\n"
+        + json.dumps(
+            {
+                "provider": {"a": {"options": {"apiKey": "{env:ANTHROPIC_API_KEY}"}}},
+                "x": "{env:AWS_SECRET_ACCESS_KEY} {env:MY_GATEWAY_KEY} {env:UNSET_TOKEN}",
+                "url": "http://host//{env:BUILD_FLAVOUR}",
+            }
+        )
+    )
+    opencode = adapters.registry()["opencode"]
+    assert opencode.config_env(ENV, tmp_path) == ("ANTHROPIC_API_KEY",)
+    assert opencode.config_env_refused(ENV, tmp_path) == (
+        "AWS_SECRET_ACCESS_KEY",
+        "MY_GATEWAY_KEY",
+        "BUILD_FLAVOUR",
+    )
+    assert given("opencode", tmp_path) >= {"ANTHROPIC_API_KEY"}
+    assert not given("opencode", tmp_path) & {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "DATABASE_URL"}
 
 
 def test_unreadable_configs_name_nothing_and_never_block(tmp_path):

@@ -74,8 +74,20 @@ _NEVER = re.compile(r"(?!)")
 HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_NEVER)
 
 
-def env_names_in(paths: Sequence[Path], pattern: re.Pattern[str]) -> tuple[str, ...]:
-    """The variable names ``pattern`` (one group) finds in these config files; unreadable ones are skipped."""
+#: A JSONC comment (``//`` to the line's end, ``/* ... */``), or a string (group 1: kept as it is).
+_JSONC_COMMENT = re.compile(r'("(?:\\.|[^"\\\n])*")|//[^\n]*|/\*[\s\S]*?\*/')
+
+
+def uncommented(text: str) -> str:
+    """``text`` (JSON with comments) without its comments; strings are kept whole."""
+    return _JSONC_COMMENT.sub(lambda m: m.group(1) or "", text)
+
+
+def env_names_in(
+    paths: Sequence[Path], pattern: re.Pattern[str], clean: Callable[[str], str] = lambda text: text
+) -> tuple[str, ...]:
+    """The variable names ``pattern`` (one group) finds in these config files (each ``clean``-ed
+    first: its comments removed); unreadable ones are skipped."""
     from waaah_agent.safe_read import read_capped  # I/O, only when a run asks
 
     names: list[str] = []
@@ -84,7 +96,7 @@ def env_names_in(paths: Sequence[Path], pattern: re.Pattern[str]) -> tuple[str, 
             text = read_capped(path, 1024 * 1024).decode("utf-8", "replace")
         except OSError:
             continue
-        names += pattern.findall(text)
+        names += pattern.findall(clean(text))
     return tuple(dict.fromkeys(names))
 
 
@@ -140,6 +152,11 @@ class Adapter:
     provider_env: tuple[str, ...] = ()
     # More of those, named by the CLI's own config files (codex's env_key, opencode's {env:NAME}).
     config_env: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(default=lambda env, ws: ())
+    # What the workspace's config files name and are not given (config_env leaves them out: a
+    # repository's file may name only its provider's keys); `waaah run` says so in one line.
+    config_env_refused: Callable[[Mapping[str, str], Path], tuple[str, ...]] = field(
+        default=lambda env, ws: ()
+    )
     # From the credential state alone (env, credential files): is a login needed first?
     needs_login: Callable[[Mapping[str, str]], bool] = field(default=lambda env: False)
     # How this CLI is given the waaah MCP server, as data (core/mcp/givers.py: a home of its own

@@ -26,7 +26,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from waaah_agent.adapters.base import Adapter, Headless, ScreenRules, env_names_in, install_command
+from waaah_agent.adapters.base import (
+    Adapter,
+    Headless,
+    ScreenRules,
+    env_names_in,
+    install_command,
+    uncommented,
+)
 from waaah_agent.adapters.opencode.stream import apply_opencode
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import GivenInline
@@ -82,11 +89,30 @@ def _config_dir(env: Mapping[str, str]) -> Path:
     )
 
 
+#: What a workspace's config may name: a model provider's key (``ANTHROPIC_API_KEY``,
+#: ``OPENROUTER_API_KEY``, ...), never a cloud credential, a database URL or another token.
+_PROVIDER_KEY = re.compile(r"[A-Z][A-Z0-9_]*_API_KEY")
+
+
+def _named(env: Mapping[str, str], workspace: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``{env:NAME}`` references of the user's own configs (under their home: trusted) and of
+    the workspace's (anyone who can commit to the repository wrote them), comments left out."""
+    mine = [_config_dir(env) / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
+    theirs = [workspace / "opencode.json", workspace / "opencode.jsonc"]
+    return env_names_in(mine, _ENV_REF, uncommented), env_names_in(theirs, _ENV_REF, uncommented)
+
+
 def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
-    """The variables opencode's configs refer to as ``{env:NAME}`` (the user's, the workspace's)."""
-    files = [_config_dir(env) / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
-    files += [workspace / "opencode.json", workspace / "opencode.jsonc"]
-    return env_names_in(files, _ENV_REF)
+    """The variables opencode's configs refer to as ``{env:NAME}``: all of the user's own, of the
+    workspace's only model providers' keys."""
+    mine, theirs = _named(env, workspace)
+    return tuple(dict.fromkeys([*mine, *(n for n in theirs if _PROVIDER_KEY.fullmatch(n))]))
+
+
+def _config_env_refused(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
+    """What the workspace's configs name, is set, and is not given (:func:`_config_env`)."""
+    given = set(_config_env(env, workspace))
+    return tuple(n for n in _named(env, workspace)[1] if n in env and n not in given)
 
 
 # ---- its sessions ------------------------------------------------------------------------
@@ -236,6 +262,7 @@ ADAPTER = Adapter(
     extra_env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
     provider_env=("OPENCODE_", "OPENAI_"),
     config_env=_config_env,
+    config_env_refused=_config_env_refused,
     headless=Headless(
         _headless,
         parser=lambda: StreamParser(apply_opencode),

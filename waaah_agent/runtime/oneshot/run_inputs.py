@@ -20,6 +20,7 @@ from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.errors import UsageError
 from waaah_agent.runtime import clis
+from waaah_agent.runtime.oneshot import cli_env
 from waaah_agent.runtime.oneshot.run_io import (
     ARGV_PROMPT_LIMIT,
     PROMPT_CAP,
@@ -191,6 +192,17 @@ def plan_chain(
     known = adapters.registry()
     try:
         for name in chain:
+            refused = [
+                n
+                for n in known[name].config_env_refused(env, workspace)
+                if not cli_env.matches(n, opts.pass_env)
+            ]
+            if refused:
+                warnings.append(
+                    f"{name}: the workspace's config names {', '.join(refused)}, not given to it (a "
+                    f"workspace's config may name only model providers' *_API_KEY); to give one on "
+                    f"purpose: --pass-env {refused[0]}"
+                )
             headless = known[name].headless
             cli = headless.inputs if headless else None
             if cli is None:
