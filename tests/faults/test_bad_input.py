@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -281,6 +282,33 @@ def test_a_nul_byte_in_the_prompt_is_an_invalid_input_envelope(workspace, home, 
     assert envelope["error_type"] == "invalid_input" and "NUL byte" in envelope["error"]
     lines = stderr_lines(done.stderr)
     assert len(lines) == 1 and "prompt on stdin" in lines[0] and "NUL" in lines[0], lines
+
+
+def test_a_stdin_that_never_ends_is_waited_for_no_longer_than_the_run_s_timeout(workspace, home, tmp_path):
+    """`producer | waaah run -` where the producer wrote part of a prompt and hangs: the run's
+    --timeout bounds the wait for the prompt's end too (one line, exit 2, an envelope)."""
+    fake_claude(tmp_path / "bin")
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"half a prompt")  # and the writer keeps it open
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [WAAAH, "run", "-", "--agent", "claude", "--timeout", "2"],
+            cwd=workspace,
+            env=run_env(home, tmp_path / "bin"),
+            stdin=read_end,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 2 and time.monotonic() - began < 30, (done.returncode, done.stderr)
+    assert json.loads(done.stdout)["ok"] is False
+    (line,) = stderr_lines(done.stderr)
+    assert "did not end within --timeout 2 s" in line and "13 bytes read" in line, line
 
 
 def test_invalid_utf8_on_stdin_is_replaced_with_a_warning(workspace, home, tmp_path):

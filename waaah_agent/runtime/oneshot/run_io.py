@@ -4,6 +4,8 @@ replaced and reported), the context put before it, and the envelope as json, tex
 from __future__ import annotations
 
 import json
+import os
+import select
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +78,7 @@ def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
         )
     else:
         source = "the prompt on stdin"
-        raw = getattr(stdin, "buffer", None)
-        data = raw.read(PROMPT_CAP + 1) if raw is not None else stdin.read(PROMPT_CAP + 1).encode("utf-8")
+        data = read_stdin(stdin, PROMPT_CAP + 1, opts.timeout)
     if len(data) > PROMPT_CAP:
         raise InvalidPrompt(
             f"{source} is more than {PROMPT_CAP:,} bytes; put the rest in a file the CLI can read"
@@ -87,6 +88,33 @@ def read_prompt(opts: RunOptions, stdin: IO[str], warnings: list[str]) -> str:
         raise UsageError("the prompt is empty" + ("" if opts.prompt else _after_dashes(opts)))
     refuse_nul(prompt, source)
     return prompt
+
+
+def read_stdin(stdin: IO[str], limit: int, seconds: float) -> bytes:
+    """At most ``limit`` bytes of stdin, up to its end; a stdin still open with nothing more
+    after ``seconds`` (the run's --timeout: a pipe whose writer never closes it) is a UsageError,
+    never a wait past the run's own bound."""
+    raw = getattr(stdin, "buffer", None)
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): read as it is
+        return raw.read(limit) if raw is not None else stdin.read(limit).encode("utf-8")
+    deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise UsageError(
+                f"the prompt on stdin did not end within --timeout {seconds:g} s (stdin is still open, "
+                f"{size:,} bytes read): close it (waaah run - < file), or give the prompt as an argument"
+            )
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _after_dashes(opts: RunOptions) -> str:
