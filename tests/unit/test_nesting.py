@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from waaah_agent.core.nesting import MAX_DEPTH, TooDeep, depth, loads_json, loads_toml
+from waaah_agent.core.nesting import MAX_DEPTH, TooDeep, depth, dumps_json, loads_json, loads_toml
 
 
 def test_the_limit_itself_is_taken_one_more_is_refused():
@@ -54,3 +54,15 @@ def test_a_large_text_is_checked_in_linear_time():
         took = time.perf_counter() - start
         print(f"{len(sample):,} characters checked and parsed in {took * 1000:.0f} ms")
         assert took < 5.0
+
+
+def test_numbers_no_json_reader_takes_are_written_as_null():
+    data = loads_json('{"a": NaN, "b": [Infinity, 1e999, -1e999], "c": {"d": 1.5}, "e": 2}')
+    text = dumps_json(data, ensure_ascii=False)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} written")) == {
+        "a": None,
+        "b": [None, None, None],
+        "c": {"d": 1.5},
+        "e": 2,
+    }
+    assert dumps_json({"a": 1}, indent=2) == json.dumps({"a": 1}, indent=2)

@@ -192,3 +192,41 @@ def test_lines_of_shapes_a_cli_never_writes_are_noise_and_its_answer_is_still_re
     summary = parser_for(cli).feed_all([*odd, *answer])  # never raises
     assert expected.response and expected.response in summary.response
     assert summary.events + summary.noise == len(odd) + expected.events + expected.noise
+
+
+#: Numbers Python's JSON parser takes that no count or cost can be: NaN, infinities, negatives.
+NOT_NUMBERS = ("NaN", "Infinity", "-Infinity", "1e999", "-1e999", "-5", "-0.5")
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS)
+def test_gemini_counts_that_are_no_numbers_are_absent(value: str) -> None:
+    lines = [
+        '{"type":"init","session_id":"11111111-2222-3333-4444-555555555555","model":"m"}',
+        '{"type":"message","role":"assistant","content":"hello","delta":true}',
+        f'{{"type":"result","status":"success","stats":{{"total_tokens":{value},"input_tokens":{value},'
+        '"output_tokens":5}}',
+    ]
+    summary = parser_for("gemini").feed_all(lines)
+    assert summary.finished and summary.response == "hello" and summary.noise == 0
+    assert (summary.tokens.input, summary.tokens.output, summary.tokens.total) == (0, 5, 0)
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS)
+def test_claude_cost_that_is_no_number_is_not_reported(value: str) -> None:
+    line = (
+        '{"type":"result","subtype":"success","is_error":false,"result":"hi","session_id":"s",'
+        f'"total_cost_usd":{value},"usage":{{"input_tokens":{value},"output_tokens":2}}}}'
+    )
+    summary = parser_for("claude").feed_all([line])
+    assert summary.finished and summary.response == "hi"
+    assert summary.tokens.cost_usd is None and summary.tokens.input == 0 and summary.tokens.output == 2
+    json.dumps(summary.tokens.to_json(), allow_nan=False)  # what the envelope and the log are made of
+
+
+def test_opencode_cost_that_is_no_number_is_not_reported() -> None:
+    line = (
+        '{"type":"step_finish","part":{"type":"step-finish","reason":"stop","cost":NaN,'
+        '"tokens":{"input":Infinity,"output":3,"reasoning":0,"cache":{"read":0,"write":0}}}}'
+    )
+    summary = parser_for("opencode").feed_all([line])
+    assert summary.tokens.cost_usd is None and summary.tokens.input == 0 and summary.tokens.output == 3

@@ -15,6 +15,7 @@ expressions and a running sum.
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import accumulate
 from typing import Any, Literal
@@ -88,6 +89,27 @@ def strip_json_comments(text: str) -> str:
         return part if part.startswith('"') else re.sub(r"[^\n]", " ", part)
 
     return _JSONC_PARTS.sub(blank, text) if "/" in text else text
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite float in it as None. Python's JSON parser takes
+    ``NaN``, ``Infinity`` and ``1e999`` as floats, and its encoder writes them back as ``NaN`` and
+    ``Infinity``, which no other JSON reader accepts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps_json(value: Any, **options: Any) -> str:
+    """``json.dumps(value)`` that is always valid JSON: a non-finite number is written as null."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(finite(value), allow_nan=False, **options)
 
 
 def loads_toml(text: str) -> dict[str, Any]:

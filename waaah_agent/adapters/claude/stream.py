@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from waaah_agent.core.oneshot.streams import StreamSummary, Tokens, as_int, reasoned
+from waaah_agent.core.oneshot.streams import StreamSummary, Tokens, as_cost, as_int, reasoned
 
 # --------------------------------------------------------------------------------------------
 # claude -p ... --output-format stream-json --verbose
@@ -66,7 +66,7 @@ def _result(event: dict[str, Any], s: StreamSummary) -> None:
         output,
         cached,
         fresh + cached + output,
-        float(cost) if isinstance(cost, (int, float)) else None,
+        as_cost(cost),
         as_int(usage.get("cache_creation_input_tokens")),
     )
     models = [m for m in (event.get("modelUsage") or {}) if m != "<synthetic>"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from waaah_agent.core.oneshot.streams import StreamSummary, Tokens, as_int, reasoned
+from waaah_agent.core.oneshot.streams import StreamSummary, Tokens, as_cost, as_int, reasoned
 
 # --------------------------------------------------------------------------------------------
 # opencode run --format json [PROMPT]   (--session ID to continue)
@@ -59,7 +59,7 @@ def _step_finish(event: dict[str, Any], part: dict[str, Any], s: StreamSummary) 
         output,
         cached,
         as_int(tokens.get("total")) or fresh_input + output,
-        float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+        as_cost(cost),
         as_int(cache.get("write")),
     )
     if part.get("reason") != "tool-calls":

@@ -5,9 +5,10 @@ Also the context block prepended to a prompt. Pure: the caller saves files and p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
+
+from waaah_agent.core.nesting import dumps_json
 
 ENVELOPE_VERSION = 1
 
@@ -113,4 +114,4 @@ def plain_text(envelope: dict[str, Any]) -> str:
 
 
 def json_text(envelope: dict[str, Any]) -> str:
-    return json.dumps(envelope, indent=2, ensure_ascii=False)
+    return dumps_json(envelope, indent=2, ensure_ascii=False)

@@ -13,6 +13,7 @@ scripts/record_streams_extra.py).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -249,7 +250,7 @@ class StreamParser:
             return None
         try:
             self._apply(event, self.summary)
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError, ArithmeticError):
             # A field of another shape than this CLI's releases write (a list where an object
             # goes, a number for a text): the line is noise, the run goes on; what the reader had
             # taken from it before it tripped stays.
@@ -274,4 +275,19 @@ def reasoned(s: StreamSummary, text: str) -> None:
 
 
 def as_int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    """A count from the stream: a finite number at least 0, else 0 (absent). A CLI's stream may
+    hold ``NaN``, ``Infinity`` or ``1e999``, which Python's JSON parser takes as floats."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
+def as_cost(value: Any) -> float | None:
+    """A cost in USD from the stream: a finite number at least 0, else None (not reported). A
+    NaN would make every --max-cost comparison false and the envelope invalid JSON."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None

@@ -57,6 +57,7 @@ def run_cli(
 ) -> Outcome:
     """Run one CLI to its end (or ``deadline``, monotonic) and parse its stream as it comes."""
     started = time.monotonic()
+    err = bytearray()
     with contextlib.ExitStack() as stack:
         stdin: int | IO[bytes] = subprocess.DEVNULL
         if stdin_data is not None:
@@ -77,51 +78,12 @@ def run_cli(
         )
         assert proc.stdout is not None and proc.stderr is not None
         tracker = reaper.Tracker(proc.pid)
-        look_at = time.monotonic()
-        timed_out = interrupted = False
-        lines, err = Lines(LINE_CAP), bytearray()
-        sel = selectors.DefaultSelector()
-        for pipe in (proc.stdout, proc.stderr):
-            os.set_blocking(pipe.fileno(), False)
-            sel.register(pipe, selectors.EVENT_READ)
-        exited_at: float | None = None
         try:
-            while sel.get_map():
-                now = time.monotonic()
-                if now >= deadline:
-                    timed_out = True
-                    break
-                if now >= look_at:  # the slow timer: the CLI's process tree, recorded when it changed
-                    if tracker.look():
-                        runlog.note_processes(tracker.records)
-                    look_at = now + tracker.next_delay()
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                if exited_at is not None and now - exited_at > 1.0:
-                    break  # the CLI is gone; something it left behind holds the pipes
-                for key, _ in sel.select(timeout=min(0.5, deadline - now)):
-                    chunk = _read(key.fileobj)  # type: ignore[arg-type]
-                    if chunk is None:
-                        continue
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        continue
-                    if key.fileobj is proc.stderr:
-                        err += chunk
-                        del err[:-STDERR_KEEP]
-                        continue
-                    for raw in lines.feed(chunk):
-                        _line(raw, parser, on_line)
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            sel.close()
-        if last := lines.end():
-            _line(last, parser, on_line)
-        if lines.cut:
-            parser.summary.noise += len(lines.cut)
-            runlog.note_cut(lines.cut, lines.cap)
-        code = _finish(proc, deadline, stop=timed_out or interrupted)
+            code, timed_out, interrupted = _watch(proc, tracker, deadline, parser, on_line, err)
+        except BaseException:  # an error of ours while it ran: the CLI and its group do not outlive it
+            _finish(proc, deadline, stop=True)
+            reaper.end(tracker.since, exclude={proc.pid})
+            raise
         reaper.end(tracker.since, exclude={proc.pid})  # what it left behind ends with it
     outcome = Outcome(
         code,
@@ -135,6 +97,64 @@ def run_cli(
     if interrupted:
         raise InterruptedRun(outcome)
     return outcome
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    tracker: reaper.Tracker,
+    deadline: float,
+    parser: StreamParser,
+    on_line: Callable[[str], None],
+    err: bytearray,
+) -> tuple[int | None, bool, bool]:
+    """Read the CLI's stdout (parsed) and stderr (the tail kept in ``err``) to its end, the
+    deadline or Ctrl+C; reap it: (exit code, timed out, interrupted)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    look_at = time.monotonic()
+    timed_out = interrupted = False
+    lines = Lines(LINE_CAP)
+    sel = selectors.DefaultSelector()
+    for pipe in (proc.stdout, proc.stderr):
+        os.set_blocking(pipe.fileno(), False)
+        sel.register(pipe, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if now >= look_at:  # the slow timer: the CLI's process tree, recorded when it changed
+                if tracker.look():
+                    runlog.note_processes(tracker.records)
+                look_at = now + tracker.next_delay()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > 1.0:
+                break  # the CLI is gone; something it left behind holds the pipes
+            for key, _ in sel.select(timeout=min(0.5, deadline - now)):
+                chunk = _read(key.fileobj)  # type: ignore[arg-type]
+                if chunk is None:
+                    continue
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                if key.fileobj is proc.stderr:
+                    err += chunk
+                    del err[:-STDERR_KEEP]
+                    continue
+                for raw in lines.feed(chunk):
+                    _line(raw, parser, on_line)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sel.close()
+    if last := lines.end():
+        _line(last, parser, on_line)
+    if lines.cut:
+        parser.summary.noise += len(lines.cut)
+        runlog.note_cut(lines.cut, lines.cap)
+    return _finish(proc, deadline, stop=timed_out or interrupted), timed_out, interrupted
 
 
 class InterruptedRun(Interrupted):

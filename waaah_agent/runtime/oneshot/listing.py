@@ -9,13 +9,13 @@ are skipped or read no further); parent ids in a loop are cut so every walk ends
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from waaah_agent.core.nesting import dumps_json
 from waaah_agent.core.printable import one_line
 from waaah_agent.errors import SessionNotFound
 from waaah_agent.runtime.night import report
@@ -64,7 +64,7 @@ def list_text(workspace: Path, wanted: str | None, paths: bool, as_json: bool = 
 
         for root, tree in zip(roots, trees, strict=True) if paths else ():
             add_logs(root, tree)
-        return json.dumps(trees, indent=2)
+        return dumps_json(trees, indent=2)
 
     def path_line(node: Node) -> str:
         return f"log: {log_path(workspace, node)}" if node.kind == "run" else ""

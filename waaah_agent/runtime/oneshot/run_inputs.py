@@ -5,7 +5,6 @@ what would run and stops there."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import adapters, settings
+from waaah_agent.core.nesting import dumps_json
 from waaah_agent.core.oneshot import models, present
 from waaah_agent.core.oneshot import run_inputs as R
 from waaah_agent.core.oneshot.run_inputs import CliPlan, InputError
@@ -329,6 +329,6 @@ def dry_run(
     }
     # Masked as a run's log and envelope are: a dry run's output is what gets pasted into reports.
     redact = Redactor(known_secrets(settings.with_private(dict(env))))
-    out.write(redact(json.dumps(result, indent=2, ensure_ascii=False)) + "\n")
+    out.write(redact(dumps_json(result, indent=2, ensure_ascii=False)) + "\n")
     out.flush()
     return 0

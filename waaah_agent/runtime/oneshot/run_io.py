@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from waaah_agent import settings
 from waaah_agent.core import failures as F
+from waaah_agent.core.nesting import dumps_json
 from waaah_agent.core.oneshot import outputs, present
 from waaah_agent.core.oneshot.resilience import RetryConfig
 from waaah_agent.core.oneshot.run_inputs import RunInputs
@@ -193,10 +194,10 @@ def show_failure(envelope: dict[str, Any], opts: RunOptions, out: IO[str], redac
     if opts.format == "text":
         return
     if opts.stream and opts.format == "json":
-        out.write(redact(json.dumps(envelope, ensure_ascii=False)) + "\n")
+        out.write(redact(dumps_json(envelope, ensure_ascii=False)) + "\n")
         out.flush()
         return
-    masked = json.loads(redact(json.dumps(envelope, ensure_ascii=False)))  # masks hold no quotes
+    masked = json.loads(redact(dumps_json(envelope, ensure_ascii=False)))  # masks hold no quotes
     show(masked, "", opts.format, None, out, redact, opts.llm_max_lines)
 
 

@@ -11,10 +11,10 @@ Each line is flushed when written; secrets are masked as in the run log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import IO, Any
 
+from waaah_agent.core.nesting import dumps_json
 from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.core.secrets.redact import Redactor
 
@@ -28,7 +28,7 @@ class LineOut:
     def put(self, record: dict[str, Any]) -> None:
         if self.out is None:
             return
-        self.out.write(self.redact(json.dumps(record, ensure_ascii=False)) + "\n")
+        self.out.write(self.redact(dumps_json(record, ensure_ascii=False)) + "\n")
         self.out.flush()
 
     def start(self, **fields: Any) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import stat
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from waaah_agent import settings
-from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.nesting import dumps_json, loads_json
 from waaah_agent.core.oneshot.restore import own_prompt
 from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import UsageError, storage_error
@@ -135,7 +134,7 @@ class RunLog:
         if record == "start":  # who runs it: a run whose process is gone without an end was killed
             me = os.getpid()
             fields.update(pid=me, pid_start=reaper.start_time(me) or 0, boot=reaper.boot_id())
-        line = json.dumps({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
+        line = dumps_json({"record": record, "ts": round(time.time(), 3), **fields}, ensure_ascii=False)
         self._put(self._redact(line))
 
     def event(self, attempt: int, agent: str, raw_line: str) -> None:
@@ -145,14 +144,16 @@ class RunLog:
         line = raw_line.strip()
         masked = self._redact(line)
         head = {"record": "event", "ts": round(time.time(), 3), "attempt": attempt, "agent": agent}
-        if masked is line and line.startswith("{") and "\r" not in line:
-            self._put(json.dumps(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
+        # NaN and Infinity, which Python's parser takes, are no JSON: such a line is written again.
+        plain = "NaN" not in line and "Infinity" not in line
+        if masked is line and line.startswith("{") and "\r" not in line and plain:
+            self._put(dumps_json(head, ensure_ascii=False)[:-1] + ', "event": ' + line + "}")
             return
         try:
             event = loads_json(masked)
         except ValueError:
             return
-        self._put(json.dumps({**head, "event": event}, ensure_ascii=False))
+        self._put(dumps_json({**head, "event": event}, ensure_ascii=False))
 
     def close(self) -> None:
         global _ACTIVE
