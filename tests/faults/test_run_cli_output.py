@@ -113,3 +113,25 @@ def test_an_error_of_ours_while_the_cli_runs_still_ends_its_process_group(tmp_pa
         time.sleep(0.1)
     else:
         pytest.fail("the CLI's process group outlived the error")
+
+
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\n"
+
+
+@pytest.mark.parametrize("fmt", ["json", "llm", "text"])
+def test_escape_sequences_from_the_cli_never_reach_the_terminal(
+    workspace: Path, home: Path, fmt: str
+) -> None:
+    env = fake_cli(home, "gemini", "", stderr=ESCAPES, code=1)
+    for _ in range(2):  # the second run reads the breaker's last error the first one saved
+        done = run_waaah("run", "hi", "--agent", "gemini", "--format", fmt, cwd=workspace, env=env)
+        assert_no_traceback(done.stdout, done.stderr)
+        assert done.returncode == 15, done.stderr
+        for text in (done.stdout, done.stderr):
+            assert "\x1b" not in text and "\x07" not in text, text
+        assert "red" in done.stderr and "\\x1b" in done.stderr  # shown, not acted on
+    if fmt == "json":
+        envelope = strict_json(done.stdout)
+        assert "\x1b" not in envelope["error"] and "PWNED" in envelope["error"]
+    breaker = json.loads((home / "state" / "waaah-agent" / "breakers" / "gemini.json").read_text())
+    assert "\x1b" not in breaker["last_error"]

@@ -382,3 +382,12 @@ def test_llm_text_says_the_warnings_and_the_precise_error() -> None:
         "[error: provider_error (auth): Not logged in]",
     ]
     assert lines[-1] == "[exit:6 | 0.0s]" and "login first" in lines
+
+
+def test_llm_text_shows_escape_sequences_from_the_cli_as_text() -> None:
+    envelope = {"response": "", "exit_code": 15, "warnings": ["skipped \x1b[2J"]}
+    envelope.update(error="\x1b]0;PWNED\x07red", error_type="provider_error", error_kind="crash")
+    text = present.llm_text(envelope, "\x1b[31mred\nline two\n", lambda text: "")
+    assert "\x1b" not in text and "\x07" not in text
+    assert "[error: provider_error (crash): \\x1b]0;PWNED\\x07red]" in text
+    assert "[stderr]\n\\x1b[31mred\nline two" in text  # its lines kept

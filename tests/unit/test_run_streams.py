@@ -230,3 +230,12 @@ def test_opencode_cost_that_is_no_number_is_not_reported() -> None:
     )
     summary = parser_for("opencode").feed_all([line])
     assert summary.tokens.cost_usd is None and summary.tokens.input == 0 and summary.tokens.output == 3
+
+
+def test_a_failure_message_shows_the_cli_s_escape_sequences_never_holds_them() -> None:
+    failure = classify(1, "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\n", StreamSummary())
+    assert failure is not None and failure.type is F.CRASH
+    assert failure.message == "\\x1b]0;PWNED\\x07\\x1b[2J\\x1b[31mred"
+    said = StreamSummary(error="\x1b[31mquota\u202e exceeded")
+    failure = classify(1, "", said)
+    assert failure is not None and "\x1b" not in failure.message and "\u202e" not in failure.message

@@ -14,6 +14,7 @@ from datetime import datetime, tzinfo
 from waaah_agent.core.kinds import StrEnum
 from waaah_agent.core.limits import parse_reset
 from waaah_agent.core.oneshot.streams import StreamSummary
+from waaah_agent.core.printable import one_line
 
 
 class ErrorType(StrEnum):
@@ -275,8 +276,10 @@ def _first_line(text: str) -> str:
 
 
 def _line(line: str, limit: int = 300) -> str:
-    """One line of a CLI's output for a message: whole, or cut at a word with an ellipsis."""
-    line = line.strip()
+    """One line of a CLI's output for a message: whole, or cut at a word with an ellipsis; its
+    control characters (an escape sequence the CLI printed) shown as escapes, never acted on: the
+    message is printed on the terminal and kept in the breaker's file, shown by later runs."""
+    line = one_line(line.strip())
     if len(line) <= limit:
         return line
     cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from waaah_agent.core.nesting import dumps_json
+from waaah_agent.core.printable import one_line, printable
 
 ENVELOPE_VERSION = 1
 
@@ -97,13 +98,13 @@ def llm_text(
     elif response:
         parts.append(response)
     for warning in envelope.get("warnings") or []:
-        parts.append(f"[warning: {warning}]")
+        parts.append(f"[warning: {one_line(warning)}]")
     if envelope.get("error"):
         kind, precise = envelope.get("error_type"), envelope.get("error_kind")
         label = kind if precise in (None, kind) else f"{kind} ({precise})"
-        parts.append(f"[error: {label}: {envelope['error']}]")
-        if stderr.strip():
-            parts.append("[stderr]\n" + stderr.strip()[-2000:])
+        parts.append(f"[error: {label}: {one_line(envelope['error'])}]")
+        if stderr.strip():  # the CLI's own lines: what a terminal would act on shown as escapes
+            parts.append("[stderr]\n" + printable(stderr.strip()[-2000:]))
     seconds = (envelope.get("duration_ms") or 0) / 1000
     parts.append(f"[exit:{envelope.get('exit_code', 0)} | {seconds:.1f}s]")
     return "\n".join(parts)

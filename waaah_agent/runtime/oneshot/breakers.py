@@ -31,6 +31,7 @@ from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig, BreakerState, shaped
+from waaah_agent.core.printable import one_line
 from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import storage_error
 from waaah_agent.runtime.private import untrusted
@@ -136,7 +137,7 @@ def breaker_line(agent: str, breaker: Breaker, now: float) -> str:
             else f"{agent}: closed"
         )
     until = datetime.fromtimestamp(breaker.retry_at() or now).astimezone().strftime("%H:%M:%S")
-    last = breaker.last_error[:120]
+    last = one_line(breaker.last_error[:120])  # a file older runs wrote: shown, never acted on
     if state is BreakerState.OPEN:
         return f"{agent}: OPEN after {breaker.why()}, skipped until {until} (last: {last})"
     if breaker.probing(now):

@@ -26,6 +26,7 @@ from waaah_agent.core.oneshot.run_budget import RunBudget, needs_prices
 from waaah_agent.core.oneshot.run_inputs import ticket_name
 from waaah_agent.core.oneshot.streams import Tokens
 from waaah_agent.core.prices import Prices
+from waaah_agent.core.printable import one_line
 from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.secrets.secretenv import known_secrets
 from waaah_agent.errors import CliNotFound, LoginRequired, SessionNotFound, UsageError, WaaahError
@@ -72,7 +73,7 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
     except InvalidPrompt as bad:
         return run_inputs.refuse(bad, opts, out, err, started, env)
     for warning in warnings:
-        print(f"waaah: warning: {warning}", file=err)
+        print(f"waaah: warning: {one_line(warning)}", file=err)
     resume_id = _resume_id(opts, resumed)
     if opts.inputs.dry_run:
         return run_inputs.dry_run(chain, prepared, opts, env, resume_id, warnings, out, layers, budget_shown)
@@ -279,14 +280,14 @@ def _shown(
         envelope["log_error"] = log.error
         print(f"waaah: warning: {log.error}; the answer is only in this output", file=err)
     for warning in run.warnings[said:]:
-        print(f"waaah: warning: {warning}", file=err)
+        print(f"waaah: warning: {one_line(warning)}", file=err)
     if opts.stream:
         run.lines.envelope(envelope)
     else:
         show(envelope, run.last_stderr, opts.format, log_path, out, redact, opts.llm_max_lines)
     if envelope.get("error"):
         where = log_path if not log.error else "none"
-        print(f"waaah: {envelope['error_kind']}: {envelope['error']} (log: {where})", file=err)
+        print(f"waaah: {envelope['error_kind']}: {one_line(envelope['error'])} (log: {where})", file=err)
     return int(envelope["exit_code"])
 
 
