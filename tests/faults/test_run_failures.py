@@ -17,6 +17,11 @@ from tests.faults.conftest import assert_no_traceback, clean_env, run_waaah
 PATHS: list[tuple[str, tuple[str, ...], str, dict[str, str], str, str, int, str]] = [
     ("unknown option", ("hi", "--bogus"), "", {}, "invalid_input", "invalid_input", 2, "No such option"),
     ("bad value", ("hi", "--timeout", "0"), "", {}, "invalid_input", "invalid_input", 2, "is not more than 0"),
+    ("timeout nan", ("hi", "--timeout", "nan"), "", {}, "invalid_input", "invalid_input", 2, "nan is not a number"),
+    ("timeout inf", ("hi", "--timeout", "inf"), "", {}, "invalid_input", "invalid_input", 2, "inf is not a number"),
+    ("cooldown nan", ("hi", "--breaker-cooldown", "nan"), "", {}, "invalid_input", "invalid_input", 2, "nan is not"),
+    ("max cost nan", ("hi", "--max-cost", "nan"), "", {}, "invalid_input", "invalid_input", 2, "--max-cost"),
+    ("temperature nan", ("hi", "--temperature", "nan"), "", {}, "invalid_input", "invalid_input", 2, "--temperature"),
     ("stray argument", ("hi", "there"), "", {}, "invalid_input", "invalid_input", 2, "unexpected extra"),
     ("empty prompt", (), "  \n", {}, "invalid_input", "invalid_input", 2, "the prompt is empty"),
     ("NUL in the prompt", (), "a\x00b", {}, "invalid_input", "invalid_input", 2, "NUL byte"),

@@ -4,6 +4,7 @@ once here) and the old spellings kept for one release. settings.py still resolve
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -152,8 +153,17 @@ def _flag_only(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> An
     return None if _from_env(ctx, param) else value
 
 
+def finite(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """A number option: nan, inf and -inf are refused (a comparison with nan is always false, so
+    a range check alone lets it through: --timeout nan would be no timeout at all)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a number")
+    return value
+
+
 def _at_least(low: float, *, strict: bool) -> Callable[[typer.Context, typer.CallbackParam, Any], Any]:
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        value = finite(ctx, param, value)
         if value is not None and (value <= low if strict else value < low):
             bound = f"more than {low:g}" if strict else f"{low:g} or more"
             raise typer.BadParameter(f"{value:g} is not {bound}")
