@@ -148,9 +148,19 @@ def test_allowed_tools_are_split_at_commas_outside_parentheses() -> None:
 
 def test_a_ticket_id_is_a_file_name() -> None:
     assert R.ticket_name("PROJ-123") == "PROJ-123"
-    assert R.ticket_name("../../etc/x y") == "_.._etc_x_y"
+    assert R.ticket_name("../../etc/x y") == "_._etc_x_y"
     assert R.ticket_name("..hidden") == "hidden" and R.ticket_name("  ") == ""
     assert len(R.ticket_name("x" * 500)) == R.TICKET_CAP
+
+
+@pytest.mark.parametrize(
+    "ticket", ["../../x", "a..b", "...", "-rf", "--x", ".-.x", "x" * 500, "é/../\\..\x00", "a" * 63 + ".."]
+)
+def test_a_ticket_s_log_id_is_one_session_and_continue_from_take(ticket: str) -> None:
+    from waaah_agent.core import names
+
+    log_id = f"{R.ticket_name(ticket)}_11111111-2222-3333-4444-555555555555"
+    assert names.problem(log_id) is None, (log_id, names.problem(log_id))
 
 
 def test_prompt_size_warns_then_refuses_per_cli() -> None:

@@ -50,8 +50,10 @@ _PERSONA = re.compile(r"^##[ \t]+persona:[ \t]*(\S*)[ \t]*$", re.IGNORECASE | re
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SKILL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
-#: A ticket id is cut to this many characters in a log file's name.
-TICKET_CAP = 64
+_DOTS = re.compile(r"\.{2,}")
+#: A ticket id is cut to this many characters in a log file's name: with ``_<uuid>`` after it,
+#: the log id is still a name ``--session`` and ``--continue-from`` take (core/names.py).
+TICKET_CAP = names.MAX_NAME - 37
 
 #: The keys of a task object on stdin that are read (see README, "Task data on stdin"); any
 #: other is ignored, named in one warning. ``task`` is the older wrappers' name of the prompt.
@@ -391,5 +393,7 @@ def inline_skill(skill: str, text: str, path: str, prompt: str) -> str:
 
 def ticket_name(ticket: str) -> str:
     """A ticket id as the start of a log file's name: each character but letters, digits and
-    ``. _ -`` becomes ``_``, no leading dot, at most TICKET_CAP characters ("" for none)."""
-    return _NOT_IN_NAME.sub("_", ticket.strip())[:TICKET_CAP].lstrip(".")
+    ``. _ -`` becomes ``_``, a run of dots one dot (never ``..``), no leading dot or dash, at most
+    TICKET_CAP characters ("" for none)."""
+    name = _DOTS.sub(".", _NOT_IN_NAME.sub("_", ticket.strip()))
+    return name[:TICKET_CAP].lstrip(".-")
