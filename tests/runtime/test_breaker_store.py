@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,8 +15,8 @@ import pytest
 
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
-from waaah_agent.core.oneshot.breaker import BreakerConfig
-from waaah_agent.runtime.oneshot.breakers import BreakerStore
+from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig
+from waaah_agent.runtime.oneshot.breakers import BreakerStore, breaker_line
 
 CRASH = Failure(F.CRASH, "it crashed", True, 1)
 
@@ -130,3 +131,50 @@ def test_concurrent_runs_share_one_half_open_probe(tmp_path: Path) -> None:
     answers = workers(tmp_path, "admit", 6)
     assert sorted(answers) == ["False"] * 5 + ["True"]
     assert store(tmp_path, cooldown=0.0).get("claude").probing(time.time())
+
+
+@pytest.mark.parametrize("field", ["opened_at", "probe_until"])
+def test_a_time_far_in_the_future_is_a_damaged_file_not_a_cli_skipped_for_centuries(
+    tmp_path: Path, field: str
+) -> None:
+    path = put(tmp_path, "none")
+    path.write_text(json.dumps({"failures": 3, "opened_at": time.time() - 61, field: 9999999999}))
+    breakers = store(tmp_path)
+    breaker = breakers.get("claude")
+    assert breaker.state(time.time()) == "closed" and breaker.allows(time.time())
+    assert len(breakers.warnings) == 1 and "moved to claude.corrupt-" in breakers.warnings[0]
+    path.write_text(json.dumps({"failures": 3, "opened_at": time.time() + 5}))  # clocks a moment apart
+    assert store(tmp_path).get("claude").state(time.time()) == "open"
+
+
+def test_two_damaged_files_in_one_second_are_both_kept(tmp_path: Path) -> None:
+    breakers = store(tmp_path)
+    for _ in range(2):
+        put(tmp_path, "damaged")
+        breakers.get("claude")
+    aside = sorted(p.name for p in (tmp_path / "state" / "breakers").iterdir())
+    assert len(aside) == 2 and all(name.startswith("claude.corrupt-") for name in aside)
+
+
+def test_a_damaged_file_that_cannot_be_moved_is_not_said_to_be_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = put(tmp_path, "damaged")
+
+    def refused(self: Path, target: Path) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "rename", refused)
+    breakers = store(tmp_path)
+    assert breakers.get("claude").state(time.time()) == "closed"
+    (said,) = breakers.warnings
+    assert "could not be moved aside (Permission denied)" in said and "moved to" not in said
+    assert path.exists()
+
+
+def test_the_time_an_open_breaker_is_skipped_until_has_its_date_when_not_today() -> None:
+    now = time.time()
+    soon = Breaker(failures=3, opened_at=now, config=BreakerConfig(cooldown=1))
+    later = Breaker(failures=3, opened_at=now, config=BreakerConfig(cooldown=3 * 24 * 3600))
+    assert re.search(r"until \d\d:\d\d:\d\d \(", breaker_line("claude", soon, now - 0.5))
+    assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(", breaker_line("claude", later, now))

@@ -122,6 +122,23 @@ class Breaker:
         )
 
 
+#: An ``opened_at`` later than now by more than this was not written by this clock: the file is
+#: damaged, or the clock went back (it would keep the CLI skipped until the clock caught up).
+CLOCK_SLACK = 60.0
+#: A probe's claim runs for the run's share of its time: never this long.
+PROBE_MAX = 7 * 24 * 3600.0
+
+
+def from_the_future(entry: dict[str, Any], now: float) -> str | None:
+    """Why a breaker read at ``now`` cannot be taken as written (a time too far ahead), or None."""
+    opened, probe = _time(entry.get("opened_at")), _time(entry.get("probe_until"))
+    if opened is not None and opened > now + CLOCK_SLACK:
+        return "opened in the future: the file is damaged or the clock went back"
+    if probe is not None and probe > now + PROBE_MAX:
+        return "a probe claimed for more than a week"
+    return None
+
+
 def shaped(entry: Any) -> bool:
     """A breaker as :meth:`Breaker.to_json` writes it (missing keys take their defaults)."""
     if not isinstance(entry, dict):

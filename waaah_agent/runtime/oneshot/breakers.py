@@ -22,6 +22,7 @@ import json
 import os
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 from waaah_agent.core import failures as F
 from waaah_agent.core.failures import Failure
 from waaah_agent.core.nesting import loads_json
-from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig, BreakerState, shaped
+from waaah_agent.core.oneshot.breaker import Breaker, BreakerConfig, BreakerState, from_the_future, shaped
 from waaah_agent.core.printable import one_line
 from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.errors import storage_error
@@ -76,6 +77,8 @@ class BreakerStore:
             data = loads_json(read_capped(path, BREAKER_CAP, follow=False))
             if not shaped(data):
                 raise ValueError("not a breaker")
+            if why := from_the_future(data, time.time()):
+                raise ValueError(why)
         except FileNotFoundError:
             return Breaker(config=self.config)
         except (UnsafeFile, ValueError) as bad:  # not ours: a folder that cannot be read is raised
@@ -120,9 +123,18 @@ class BreakerStore:
         atomic_write(self.file(agent), self.redact(text) + "\n", 0o600)
 
     def _move_aside(self, path: Path, why: Exception) -> None:
-        aside = path.with_name(f"{path.stem}.corrupt-{int(time.time())}.json")
-        with contextlib.suppress(OSError):
+        # A name of its own (the time and a random part): a second damaged file, in the same
+        # second or by another run, never replaces the first one moved aside.
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.stem}.corrupt-{stamp}-{uuid.uuid4().hex[:8]}.json")
+        try:
             path.rename(aside)  # a symlink is renamed itself, its target left alone
+        except OSError as err:
+            self.warnings.append(
+                f"{path} was not a circuit breaker ({why}) and could not be moved aside "
+                f"({err.strerror or err}); counted as closed"
+            )
+            return
         self.warnings.append(
             f"{path} was not a circuit breaker ({why}); moved to {aside.name}, counted as closed"
         )
@@ -136,7 +148,9 @@ def breaker_line(agent: str, breaker: Breaker, now: float) -> str:
             if breaker.failures or breaker.timeouts
             else f"{agent}: closed"
         )
-    until = datetime.fromtimestamp(breaker.retry_at() or now).astimezone().strftime("%H:%M:%S")
+    retry = datetime.fromtimestamp(breaker.retry_at() or now).astimezone()
+    today = datetime.fromtimestamp(now).astimezone().date()
+    until = retry.strftime("%H:%M:%S" if retry.date() == today else "%Y-%m-%d %H:%M:%S")
     last = one_line(breaker.last_error[:120])  # a file older runs wrote: shown, never acted on
     if state is BreakerState.OPEN:
         return f"{agent}: OPEN after {breaker.why()}, skipped until {until} (last: {last})"
