@@ -135,3 +135,21 @@ def test_escape_sequences_from_the_cli_never_reach_the_terminal(
         assert "\x1b" not in envelope["error"] and "PWNED" in envelope["error"]
     breaker = json.loads((home / "state" / "waaah-agent" / "breakers" / "gemini.json").read_text())
     assert "\x1b" not in breaker["last_error"]
+
+
+@pytest.mark.parametrize(
+    "stdout", ["not json at all\n", "", '{"type":"init","session_id":"x","model":"m"}\n']
+)
+def test_a_cli_that_exits_0_without_its_result_is_an_error_not_an_empty_answer(
+    workspace: Path, home: Path, stdout: str
+) -> None:
+    env = fake_cli(home, "gemini", stdout, stderr="a warning on the side\n", code=0)
+    done = run_waaah("run", "hi", "--agent", "gemini", cwd=workspace, env=env)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 15, done.stderr
+    envelope = strict_json(done.stdout)
+    assert not envelope["ok"] and envelope["error_kind"] == "crash" and envelope["response"] == ""
+    assert envelope["error"].startswith("no result from the CLI"), envelope["error"]
+    if stdout.startswith("not json"):
+        assert "not json at all" in envelope["error"] and "not json at all" in done.stderr
+    assert envelope["stderr"] == "a warning on the side"

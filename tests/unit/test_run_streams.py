@@ -239,3 +239,32 @@ def test_a_failure_message_shows_the_cli_s_escape_sequences_never_holds_them() -
     said = StreamSummary(error="\x1b[31mquota\u202e exceeded")
     failure = classify(1, "", said)
     assert failure is not None and "\x1b" not in failure.message and "\u202e" not in failure.message
+
+
+@pytest.mark.parametrize(
+    ("stdout", "said"),
+    [
+        ("not json at all\n", "ending: not json at all"),
+        ("Hello! \x1b[31mI am a wrapper\n[1, 2]\n", "ending: Hello! \\x1b[31mI am a wrapper | [1, 2]"),
+        ("", "0 event(s)"),
+        ('{"type":"init","session_id":"s","model":"m"}\n', "1 event(s)"),
+    ],
+)
+def test_exit_0_without_an_answer_or_a_result_is_no_result(stdout: str, said: str) -> None:
+    summary = parser_for("gemini").feed_all(stdout.splitlines())
+    failure = classify(0, "", summary)
+    assert failure is not None and failure.type is F.CRASH and failure.recoverable
+    assert failure.message.startswith("no result from the CLI") and said in failure.message, failure.message
+
+
+def test_exit_0_without_a_result_names_the_last_stderr_line() -> None:
+    failure = classify(0, "starting\nwrapper: gave up\n\n", StreamSummary())
+    assert failure is not None and failure.message.endswith("(stderr ends: wrapper: gave up)")
+
+
+@pytest.mark.parametrize("cli", ["gemini", "claude", "codex", "opencode"])
+@pytest.mark.parametrize("scenario", ["answer", "resume", "thinking", "tool"])
+def test_every_recorded_answer_is_still_an_answer(cli: str, scenario: str) -> None:
+    folder = STREAMS / RECORDED[cli]
+    summary = parser_for(cli).feed_all((folder / f"{scenario}.stdout").read_text().splitlines())
+    assert classify(0, (folder / f"{scenario}.stderr").read_text(), summary) is None

@@ -188,7 +188,11 @@ def classify(
         return Failure(TIMEOUT, "the CLI did not finish within the time left", RECOVERABLE[TIMEOUT], None)
     cli_error = summary.error.strip()
     if exit_code == 0 and not cli_error:
-        return None
+        if summary.finished or summary.response:
+            return None
+        # Exit 0 and nothing of the stream: no answer, no final result (plain text, garbage, a
+        # wrapper that printed its own words). Not an empty answer: the CLI did not work.
+        return Failure(CRASH, _no_result(summary, stderr), RECOVERABLE[CRASH], exit_code)
     head, tail = _head(stderr), _tail(stderr)
     evidence = f"{cli_error}\n{head}\n{tail}"
     status = summary.error_status
@@ -241,6 +245,18 @@ def classify(
     # An error the CLI reported that nothing above explains; a CLI that failed without a word
     # of its own stays a crash.
     return failure(UNKNOWN if cli_error else CRASH)
+
+
+def _no_result(summary: StreamSummary, stderr: str) -> str:
+    """The message of a CLI that exited 0 without its stream's result, with what it printed."""
+    said = "no result from the CLI: it exited with code 0 without an answer or its stream's final result"
+    if summary.other_output:
+        last = " | ".join(_line(line, 120) for line in summary.other_output[-3:] if line.strip())
+        return f"{said} ({summary.noise} line(s) of stdout not its JSON stream, ending: {last})"
+    last_lines = [line for line in _tail(stderr).splitlines() if line.strip()]
+    if last_lines:
+        return f"{said} (stderr ends: {_line(last_lines[-1])})"
+    return f"{said} ({summary.events} event(s), nothing on stdout otherwise)"
 
 
 def _whole_line(match: re.Match[str]) -> str:

@@ -164,6 +164,8 @@ class StreamSummary:
     finished: bool = False  # the stream's final result event was seen
     events: int = 0
     noise: int = 0
+    # The last lines of stdout that were not JSON events (each cut), for a run that gave no result.
+    other_output: list[str] = field(default_factory=list, repr=False)
     retries: int = 0  # retries the CLI reported making on its own
     # True when ``tokens`` is the CLI session's running total rather than this run's: on a
     # resumed session it then includes every earlier run of that session.
@@ -183,6 +185,10 @@ class StreamSummary:
 
 
 Apply = Callable[[dict[str, Any], StreamSummary], None]
+
+#: Of stdout that is not the CLI's JSON stream, the last lines kept (each cut to a length).
+OTHER_LINES_KEEP = 5
+OTHER_LINE_KEEP = 300
 
 
 class Lines:
@@ -243,10 +249,10 @@ class StreamParser:
         try:
             event = loads_json(text)
         except ValueError:
-            self.summary.noise += 1
+            self._other(text)
             return None
         if not isinstance(event, dict):
-            self.summary.noise += 1
+            self._other(text)
             return None
         try:
             self._apply(event, self.summary)
@@ -258,6 +264,12 @@ class StreamParser:
             return None
         self.summary.events += 1
         return event
+
+    def _other(self, text: str) -> None:
+        self.summary.noise += 1
+        kept = self.summary.other_output
+        kept.append(text[:OTHER_LINE_KEEP])
+        del kept[:-OTHER_LINES_KEEP]
 
     def feed_all(self, lines: Iterable[str | bytes]) -> StreamSummary:
         for line in lines:
