@@ -122,6 +122,11 @@ def execute(opts: RunOptions, env: Mapping[str, str], stdin: IO[str], out: IO[st
         )
         if restored:
             envelope["restored_from"] = restored.root
+        if log.events_left_out:
+            run.warnings.append(
+                f"{log.events_left_out} stream event(s) of the CLI were not written to the run log, "
+                f"which holds at most {runlog.EVENTS_CAP // (1024 * 1024)} MB of them"
+            )
         if run.warnings:
             envelope["warnings"] = list(run.warnings)
         raw = run.last[1].response if run.last else ""

@@ -10,7 +10,8 @@ Records, one JSON object per line, each with ``record`` and ``ts``:
   the pid and start time of the `waaah run` process (gone without an ``end``: ``killed``);
 * ``processes``: the CLI and what it started (pid, start time), at its spawn and on a slow timer;
 * ``attempt`` / ``attempt_end``: one CLI process, its argv (the prompt elided), exit code, error;
-* ``event``: one JSON event of the CLI's stream as it came (secrets masked; non-JSON dropped);
+* ``event``: one JSON event of the CLI's stream as it came (secrets masked; non-JSON dropped),
+  while the log is under EVENTS_CAP (past it a ``cut`` record says they are left out);
 * ``end``: the envelope printed for the run.
 """
 
@@ -39,6 +40,10 @@ from waaah_agent.safe_read import RUN_LOG_CAP, UnsafeFile, open_regular
 
 #: `waaah run --verbose` shows at most this many characters of each record.
 ECHO_CAP = 1000
+#: The CLI's stream events are written while the log is under this size; past it they are left
+#: out (one ``cut`` record says so) and only the run's own records (attempts, the end) are
+#: written: readers stop at RUN_LOG_CAP, and a run whose end record is not read shows as killed.
+EVENTS_CAP = RUN_LOG_CAP - 16 * 1024 * 1024
 _C1 = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
@@ -95,6 +100,8 @@ class RunLog:
         self._echo = echo  # `waaah run --verbose`: each record (masked, cut) as it is written
         self.error = ""
         self._fh: IO[str] | None = None
+        self.size = 0  # bytes in the file: the earlier runs' of a continued session, and ours
+        self.events_left_out = 0  # stream events not written: the log had reached EVENTS_CAP
         global _ACTIVE
         _ACTIVE = self
         try:
@@ -104,8 +111,10 @@ class RunLog:
             self._failed(err)
             return
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode):
                 raise UnsafeFile(path, "is not a regular file")
+            self.size = found.st_size
         except OSError as err:
             os.close(fd)
             self._failed(err)
@@ -127,6 +136,7 @@ class RunLog:
         try:
             self._fh.write(line + "\n")
             self._fh.flush()
+            self.size += 1 + (len(line) if line.isascii() else len(line.encode("utf-8", "replace")))
         except OSError as err:
             self._failed(err)
 
@@ -142,6 +152,9 @@ class RunLog:
         (JSON-safe: masks hold no quotes). A line nothing was masked in is written as it came,
         not parsed and encoded again: a 64 MB answer is copied, not decoded twice."""
         line = raw_line.strip()
+        if self.size + len(line) > EVENTS_CAP:
+            self._leave_out(attempt, agent)
+            return
         masked = self._redact(line)
         head = {"record": "event", "ts": round(time.time(), 3), "attempt": attempt, "agent": agent}
         # NaN and Infinity, which Python's parser takes, are no JSON: such a line is written again.
@@ -154,6 +167,18 @@ class RunLog:
         except ValueError:
             return
         self._put(dumps_json({**head, "event": event}, ensure_ascii=False))
+
+    def _leave_out(self, attempt: int, agent: str) -> None:
+        """A stream event not written: the log holds EVENTS_CAP of them; the first one says so."""
+        self.events_left_out += 1
+        if self.events_left_out == 1:
+            self.write(
+                "cut",
+                attempt=attempt,
+                agent=agent,
+                what=f"the CLI's stream events from here on are not written: the run log holds at "
+                f"most {EVENTS_CAP // (1024 * 1024)} MB of them (the run goes on; its end is written)",
+            )
 
     def close(self) -> None:
         global _ACTIVE
