@@ -25,7 +25,13 @@ USER_SETTINGS = {"ui": {"theme": "Dracula"}, "mcpServers": {"github": {"command"
 
 def fixed(now: datetime) -> PerRunHome:
     return PerRunHome(
-        GEMINI.home_var, GEMINI.folder, GEMINI.entry, GEMINI.run_settings, GEMINI.persistent, lambda: now
+        GEMINI.home_var,
+        GEMINI.folder,
+        GEMINI.entry,
+        GEMINI.run_settings,
+        GEMINI.persistent,
+        GEMINI.comments,
+        now=lambda: now,
     )
 
 
