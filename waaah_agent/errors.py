@@ -95,6 +95,8 @@ class StorageError(WaaahError):
 def fix_for(err: OSError, path: Path) -> str:
     """What the user can do about ``err`` at ``path``."""
     code = err.errno
+    if getattr(err, "reason", None):  # safe_read.UnsafeFile: a symlink, a FIFO, a folder there
+        return f"move it aside (mv {shlex.quote(str(path))} {shlex.quote(str(path))}.bak)"
     if code in (errno.ENOSPC, errno.EDQUOT):
         return f"free some disk space on the file system of {path}"
     if code == errno.EROFS:

@@ -5,7 +5,8 @@ be huge, endless, a FIFO, a device, a directory or a symlink. :func:`read_capped
 without blocking (``O_NONBLOCK``; ``O_NOFOLLOW`` where a symlink is not expected), checks
 that it is a regular file (``fstat``), refuses one over the cap (or keeps its head), and reads
 at most the cap. Its errors are :class:`UnsafeFile`, an ``OSError``, so callers that already
-handle a missing or unreadable file handle these too.
+handle a missing or unreadable file handle these too. :func:`open_writable` is the same for a
+file waaah writes in place (events.jsonl, a lock): never through a symlink, never a wait on a FIFO.
 """
 
 from __future__ import annotations
@@ -63,6 +64,33 @@ def open_regular(path: Path, *, follow: bool = True) -> int:
     except OSError as err:
         if err.errno == errno.ELOOP and not follow:
             raise UnsafeFile(path, "is a symlink (not followed here)", errno.ELOOP) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFile(path, f"is {_kind(mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_writable(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor to write the regular file ``path`` (``flags``: e.g. ``O_WRONLY | O_APPEND |
+    O_CREAT``), never through a symlink nor waiting on a FIFO: anything else there is an
+    :class:`UnsafeFile` (the caller closes the descriptor)."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnsafeFile(path, "is a symlink (not followed here)", errno.ELOOP) from None
+        if err.errno == errno.ENXIO:  # a FIFO with no reader (or a device) opened to write
+            try:
+                kind = _kind(os.lstat(path).st_mode)
+            except OSError:
+                kind = "not a regular file"
+            raise UnsafeFile(path, f"is {kind}, not a regular file", errno.ENXIO) from None
         raise
     try:
         mode = os.fstat(fd).st_mode

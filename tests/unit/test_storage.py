@@ -87,6 +87,23 @@ def test_atomic_write_replaces_whole(tmp_path):
     assert target.read_text() == "two"
 
 
+@pytest.mark.parametrize("planted", ["symlink", "file"])
+def test_atomic_write_never_writes_through_what_stands_at_its_temporary_name(tmp_path, planted):
+    """The temporary name is predictable (``.<name>.<pid>.tmp``): a symlink planted there is
+    removed, never followed; a file a killed process left there is replaced."""
+    target = tmp_path / "session.json"
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("precious")
+    tmp = tmp_path / f".session.json.{os.getpid()}.tmp"
+    if planted == "symlink":
+        tmp.symlink_to(elsewhere)
+    else:
+        tmp.write_text("left by a killed process")
+    atomic_write(target, "new")
+    assert target.read_text() == "new" and not target.is_symlink()
+    assert elsewhere.read_text() == "precious" and not os.path.lexists(tmp)
+
+
 def test_prune_keeps_the_newest_ten_sessions_per_agent(tmp_path):
     for i in range(13):
         for suffix in (".log", ".cast", ".log.1"):

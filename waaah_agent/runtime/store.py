@@ -1,9 +1,10 @@
 """Session state on disk: ``.waaah/sessions/<id>/`` with session.json, events.jsonl and a lock.
 
 session.json is written atomically (temp file, fsync, rename), so a crash or a full disk
-leaves the previous good copy in place. events.jsonl is append-only, one line per
-supervisor decision. An exclusive ``flock`` makes sure two supervisors never drive one
-session; the kernel drops it when the holder dies, even by SIGKILL.
+leaves the previous good copy in place; the temporary file is always a new one (``O_EXCL``,
+never through a symlink). events.jsonl is append-only, one line per supervisor decision; a
+FIFO or a symlink in its place is one line in the log and the session goes on. An exclusive
+``flock`` makes sure two supervisors never drive one session (runtime/locks.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from waaah_agent.core.session_fields import REQUIRED, field_problem, kind
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
 from waaah_agent.runtime.supervise.send_queue import SendQueue
-from waaah_agent.safe_read import STATE_CAP, read_capped, read_text
+from waaah_agent.safe_read import STATE_CAP, open_writable, read_capped, read_text, why
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def atomic_write(path: Path, text: str, mode: int = 0o600, owner: tuple[int, int
     (``owner``: the uid and gid it keeps, where we may give it: a user's file edited as root)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = _create(tmp, mode)
         give_owner(fd, owner)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -198,6 +199,18 @@ def atomic_write(path: Path, text: str, mode: int = 0o600, owner: tuple[int, int
             os.close(dir_fd)
 
 
+def _create(tmp: Path, mode: int) -> int:
+    """A new file at ``tmp`` (the temporary name beside the file written): whatever is there
+    already, a file a killed process left or a symlink someone planted, is removed, never
+    written through."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(tmp, flags, mode)
+    except FileExistsError:
+        tmp.unlink()  # the link itself, not what it points to
+        return os.open(tmp, flags, mode)
+
+
 class SessionDir:
     """One session's folder, held under an exclusive lock while open."""
 
@@ -212,12 +225,15 @@ class SessionDir:
         # The prompts of `waaah send` not typed yet, masked as session.json is.
         self.queue = SendQueue(self.path / "queue.jsonl", lambda text: self.redact(text))
         self._lock_fd: int | None = None
+        self._event_trouble = ""  # why events.jsonl cannot be written, said once
         # Told of every event after it is written (its record, secrets masked): the session keeps
         # its counters with it and, headless, prints the events a person reads.
         self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     def lock(self) -> None:
-        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the session's lock; an ``OSError`` (an :class:`UnsafeFile` for a symlink, a FIFO
+        or a folder in its place, never followed nor waited on) when it cannot be taken."""
+        fd = open_writable(self.path / "lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as err:
@@ -280,15 +296,19 @@ class SessionDir:
         record = {"ts": event_ts(), "event": name, **fields}
         line = self.redact(json.dumps(record, default=str))
         try:  # one write of bytes: a burst of events costs no file object each
-            fd = os.open(self.events_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_writable(self.events_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 data = memoryview((line + "\n").encode("utf-8", "replace"))
                 while data:
                     data = data[os.write(fd, data) :]
             finally:
                 os.close(fd)
+            self._event_trouble = ""
         except OSError as err:
-            log.warning("could not append to %s: %s", self.events_file, err)
+            trouble = why(err)
+            if trouble != self._event_trouble:  # once, not for every event that follows
+                self._event_trouble = trouble
+                log.warning("could not append to %s (%s); the session goes on", self.events_file, trouble)
         if self.observers:
             try:
                 masked = json.loads(line)
@@ -350,39 +370,3 @@ class SessionStore:
     def open_existing(self, session_id: str) -> SessionDir:
         """A session folder that is there already (nothing is created)."""
         return SessionDir(self.root, session_id, create=False)
-
-
-class Claim:
-    """One supervisor per agent id (agent, workflow, workspace): an exclusive ``flock`` on
-    ``.waaah/locks/<agent id>.lock``, held while the supervisor lives, holding its pid and session."""
-
-    def __init__(self, folder: Path, agent_id: str) -> None:
-        self.path = folder / f"{agent_id}.lock"
-        self._fd: int | None = None
-
-    def take(self) -> str | None:
-        """Take it; None when done, else what the holder wrote (its pid and session)."""
-        private_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            try:
-                return read_capped(self.path, 256, follow=False).decode("utf-8", "replace").strip() or "?"
-            except OSError:
-                return "?"
-        self._fd = fd
-        self.note("")
-        return None
-
-    def note(self, session_id: str) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-                os.pwrite(self._fd, f"pid {os.getpid()} session {session_id}\n".encode(), 0)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

@@ -25,7 +25,7 @@ from typing import IO
 from waaah_agent.core.mcp.inbox_records import MAX_PROMPT, ControlCommand, ControlRecord, queue_full
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import SessionNotFound, StorageError, UsageError
-from waaah_agent.runtime.night.report import is_live
+from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.workspace import git_root
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.printable import one_line
 from waaah_agent.runtime import reaper
+from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.mcp import homes
 from waaah_agent.runtime.private import check_state
 from waaah_agent.runtime.store import SessionState, SessionStore, event_time
@@ -46,21 +46,6 @@ class SessionReport:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def is_live(folder: Path) -> bool:
-    """True while a supervisor holds the lock (the kernel drops it when that process dies)."""
-    try:
-        fd = os.open(folder / "lock", os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def last_events(path: Path, limit: int = 200) -> list[dict[str, Any]]:

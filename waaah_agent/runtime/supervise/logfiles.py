@@ -14,7 +14,7 @@ from typing import IO
 
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.supervise.castjson import escaped
-from waaah_agent.runtime.night.report import is_live
+from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.store import CorruptSession, SessionStore
 from waaah_agent.runtime.supervise.parts import lines_of, next_part, parts_of
 

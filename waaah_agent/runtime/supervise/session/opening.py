@@ -23,9 +23,9 @@ from waaah_agent.errors import (
     storage_error,
 )
 from waaah_agent.runtime import clis
+from waaah_agent.runtime.locks import Claim
 from waaah_agent.runtime.private import check_state, private_dir
 from waaah_agent.runtime.store import (
-    Claim,
     CorruptSession,
     SessionDir,
     SessionState,

@@ -1,0 +1,121 @@
+"""A session's own files (events.jsonl, its lock, session.json) replaced by a FIFO, a symlink or
+garbage: nothing waits on them, nothing is written through a link, and every command says so
+in one line instead of hanging or forgetting the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import assert_no_traceback, clean_env, run_waaah
+from tests.faults.test_bad_input import start_agent, started, stop
+from tests.runtime.helpers import retry_until, session_dirs
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def a_stopped_session(ws: Path, home: Path) -> Path:
+    """A session run and stopped: its folder, left for the next command."""
+    proc = start_agent(ws, clean_env(home))
+    try:
+        retry_until(lambda: started(ws), timeout=30)
+    finally:
+        out, err = stop(proc)
+    assert_no_traceback(out, err)
+    return session_dirs(ws)[-1]
+
+
+def log_lines(folder: Path, words: str) -> list[str]:
+    state = json.loads((folder / "session.json").read_text())
+    text = Path(state["log_path"]).read_text(errors="replace")
+    return [line for line in text.splitlines() if words in line]
+
+
+# ---------------------------------------------------------------------------------------------
+# events.jsonl: a FIFO never holds the supervisor, a symlink is never followed
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_an_events_file_that_is_a_fifo_or_a_symlink_is_one_line_and_the_session_goes_on(
+    workspace, home, tmp_path, kind
+):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    proc = start_agent(workspace, clean_env(home))
+    try:
+        retry_until(lambda: started(workspace), timeout=30)
+        folder = session_dirs(workspace)[-1]
+        path = folder / "events.jsonl"
+        path.rename(folder / "events.jsonl.bak")
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to(outside)
+        paused = run_waaah("pause", cwd=workspace, env=clean_env(home), timeout=30)
+        assert paused.returncode == 0, paused.stderr
+        # The pause is handled (saved in session.json) although its event cannot be written.
+        retry_until(lambda: json.loads((folder / "session.json").read_text())["paused"], timeout=20)
+        stopped = run_waaah("stop", cwd=workspace, env=clean_env(home), timeout=60)
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate()
+    assert_no_traceback(out, err)
+    assert outside.read_text() == "precious\n", "an event was written through the link"
+    said = log_lines(folder, f"could not append to {path}")
+    assert len(said) == 1, said
+    assert ("FIFO" if kind == "fifo" else "symlink") in said[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The session's lock: a symlink or a FIFO is refused at the start, never followed nor waited on
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_lock_that_is_a_fifo_or_a_symlink_refuses_the_resume_in_one_line(workspace, home, tmp_path, kind):
+    folder = a_stopped_session(workspace, home)
+    target = tmp_path / "precious.txt"
+    target.write_text("precious\n")
+    lock = folder / "lock"
+    lock.unlink()
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to(target)
+    done = run_waaah(
+        "agent", "--start=simulated", "--no-nudge", "--resume", cwd=workspace, env=clean_env(home)
+    )
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 8, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert str(lock) in line and "mv" in line, line
+    assert target.read_text() == "precious\n", "the lock's target was written"
+    assert len(session_dirs(workspace)) == 1
+
+
+@pytest.mark.parametrize("command", [["status"], ["sessions"], ["send", "hello"], ["tail"]])
+def test_a_lock_that_is_a_fifo_never_holds_up_a_command(workspace, home, command):
+    folder = a_stopped_session(workspace, home)
+    (folder / "lock").unlink()
+    os.mkfifo(folder / "lock")
+    try:
+        done = run_waaah(*command, cwd=workspace, env=clean_env(home), timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"waaah {command[0]} waits on the FIFO") from None
+    assert_no_traceback(done.stdout, done.stderr)
+    said = [line for line in done.stderr.splitlines() if str(folder / "lock") in line]
+    assert len(said) == 1 and "FIFO" in said[0], done.stderr
+    if command[0] == "send":
+        assert done.returncode != 0 and "queued" not in done.stdout
+    if command[0] == "status":
+        assert "(not running)" in done.stdout, done.stdout
