@@ -15,7 +15,7 @@ import pytest
 
 from tests.faults.conftest import assert_no_traceback, clean_env, run_waaah
 from tests.faults.test_bad_input import start_agent, started, stop
-from tests.runtime.helpers import retry_until, session_dirs
+from tests.runtime.helpers import events, retry_until, session_dirs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -119,3 +119,39 @@ def test_a_lock_that_is_a_fifo_never_holds_up_a_command(workspace, home, command
         assert done.returncode != 0 and "queued" not in done.stdout
     if command[0] == "status":
         assert "(not running)" in done.stdout, done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# session.json of the wrong shape: one warning naming it, moved aside, whatever reads it
+# ---------------------------------------------------------------------------------------------
+
+WRONG = '{"id": 5, "agent": [1]}'
+
+
+@pytest.mark.parametrize("command", [["status"], ["sessions"], ["report"], ["replay", "--out", "-"]])
+def test_a_session_file_of_the_wrong_shape_is_named_and_moved_aside_by_the_readers(workspace, home, command):
+    folder = a_stopped_session(workspace, home)
+    bad = folder / "session.json"
+    bad.write_text(WRONG)
+    done = run_waaah(*command, cwd=workspace, env=clean_env(home), timeout=60)
+    assert_no_traceback(done.stdout, done.stderr)
+    warned = [line for line in done.stderr.splitlines() if str(bad) in line]
+    assert len(warned) == 1 and "unreadable" in warned[0], done.stderr
+    [aside] = folder.glob("session.json.corrupt-*")
+    assert aside.read_text() == WRONG and not bad.exists()
+
+
+def test_a_session_file_of_the_wrong_shape_is_moved_aside_by_resume(workspace, home):
+    folder = a_stopped_session(workspace, home)
+    bad = folder / "session.json"
+    bad.write_text(WRONG)
+    proc = start_agent(workspace, clean_env(home), "--resume")
+    try:
+        retry_until(lambda: len(session_dirs(workspace)) == 2 and started(workspace), timeout=30)
+    finally:
+        out, err = stop(proc)
+    assert_no_traceback(out, err)
+    warned = [line for line in (out + err).splitlines() if "is unreadable" in line]
+    assert len(warned) == 1 and str(bad) in warned[0] and "starting a fresh session" in warned[0], out + err
+    assert [p.read_text() for p in folder.glob("session.json.corrupt-*")] == [WRONG]
+    assert [e for e in events(workspace) if e["event"] == "start"]

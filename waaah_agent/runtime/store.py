@@ -27,6 +27,7 @@ from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.secrets.redact import Redactor
 from waaah_agent.core.session_fields import REQUIRED, field_problem, kind
 from waaah_agent.errors import SessionBusy
+from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
 from waaah_agent.runtime.supervise.send_queue import SendQueue
 from waaah_agent.safe_read import STATE_CAP, open_writable, read_capped, read_text, why
@@ -132,7 +133,7 @@ class SessionState:
 class CorruptSession(Exception):
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
-        self.path = path
+        self.path, self.reason = path, reason
 
 
 def new_session_id(agent: str, now: datetime) -> str:
@@ -324,6 +325,22 @@ class SessionDir:
         return target
 
 
+def set_aside(session: SessionDir, err: CorruptSession) -> None:
+    """One warning for a session.json of the wrong shape, and the file moved aside."""
+    if is_live(session.path):
+        log.warning(
+            "session file %s is unreadable (%s); its supervisor writes it again",
+            session.state_file,
+            err.reason,
+        )
+        return
+    try:
+        where = f"moved it to {session.move_aside()}"
+    except OSError as failed:
+        where = f"it could not be moved aside ({why(failed)})"
+    log.warning("session file %s is unreadable (%s); %s", session.state_file, err.reason, where)
+
+
 class SessionStore:
     """``<workspace>/.waaah/sessions``."""
 
@@ -346,6 +363,8 @@ class SessionStore:
             except (OSError, ValueError):
                 data = {}  # corrupt: still a candidate, so the user hears about it
             found = data.get("agent", agent) if isinstance(data, dict) else agent
+            if not isinstance(found, str):
+                found = agent  # corrupt too (an agent of another type): a candidate
             if agent is not None and found != agent:
                 continue
             try:
@@ -357,13 +376,19 @@ class SessionStore:
         return best[1] if best else None
 
     def all_states(self) -> list[SessionState]:
+        """The state of every session here; a session.json of the wrong shape is one warning
+        naming it, and is moved aside (``session.json.corrupt-<time>``) unless a supervisor holds
+        the session (it writes the file again at its next save)."""
         states = []
         for state_file in sorted(self.root.glob("*/session.json")):
             if not trusted_session(state_file):
                 continue
+            session = self.open_existing(state_file.parent.name)
             try:
-                states.append(self.open_existing(state_file.parent.name).load())
-            except (OSError, CorruptSession):
+                states.append(session.load())
+            except CorruptSession as err:
+                set_aside(session, err)
+            except OSError:
                 continue
         return states
 
