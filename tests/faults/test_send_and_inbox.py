@@ -357,6 +357,50 @@ def test_a_removed_and_recreated_inbox_is_read_from_its_start(workspace, home):
     assert state(workspace)["end_reason"].startswith("user"), state(workspace)["end_reason"]
 
 
+def controls(ws: Path) -> list[dict[str, object]]:
+    return [e for e in events(ws) if e["event"] == "control"]
+
+
+@pytest.mark.parametrize("how", ["rewritten", "briefly a directory"])
+def test_an_inbox_put_back_as_a_new_file_never_handles_a_record_twice(workspace, home, how):
+    """`sed -i` on the inbox (the same lines, a new inode), or the file moved away while a
+    directory stood in its place and then moved back: the records handled already (an earlier
+    supervisor's stop, this one's pause and send) are not handled again; a new one is."""
+    first = start_agent(workspace, clean_env(home))
+    retry_until(lambda: started(workspace), timeout=30)
+    assert run_waaah("stop", cwd=workspace, env=clean_env(home), timeout=90).returncode == 0
+    first.communicate(timeout=30)
+    proc = start_agent(workspace, clean_env(home), "--resume")
+    native = state(workspace)["native_session_id"]
+    try:
+        retry_until(lambda: len([e for e in events(workspace) if e["event"] == "start"]) == 2, timeout=30)
+        assert run_waaah("pause", cwd=workspace, env=clean_env(home)).returncode == 0
+        assert run_waaah("send", "typed once", cwd=workspace, env=clean_env(home)).returncode == 0
+        retry_until(lambda: typed(workspace, native).count("typed once") == 1, timeout=30)
+        handled = len(controls(workspace))
+        inbox = inbox_of(workspace)
+        if how == "rewritten":
+            data = inbox.read_bytes()
+            inbox.with_name("inbox.new").write_bytes(data)
+            os.replace(inbox.with_name("inbox.new"), inbox)
+        else:
+            inbox.rename(inbox.with_name("inbox.away"))
+            inbox.mkdir()
+            time.sleep(1)
+            inbox.rmdir()
+            inbox.with_name("inbox.away").rename(inbox)
+        time.sleep(3)
+        assert proc.poll() is None, "an old stop was handled again"
+        assert len(controls(workspace)) == handled, controls(workspace)[handled:]
+        assert run_waaah("unpause", cwd=workspace, env=clean_env(home)).returncode == 0  # new: read
+        retry_until(lambda: len(controls(workspace)) == handled + 1, timeout=20)
+        assert controls(workspace)[-1]["command"] == "resume"
+    finally:
+        out, err = stop(proc)
+    assert_no_traceback(out, err)
+    assert typed(workspace, native).count("typed once") == 1
+
+
 def test_an_evict_after_a_line_over_a_mib_acts_within_a_second(workspace, home):
     proc = start_agent(workspace, clean_env(home))
     try:

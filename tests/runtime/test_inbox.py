@@ -83,3 +83,23 @@ def test_a_stop_right_after_the_start_leaves_nothing_to_print(tmp_path):
     assert not [
         t for t in threading.enumerate() if "Emitter" in type(t).__name__ or "Observer" in type(t).__name__
     ]
+
+
+def test_a_rewritten_inbox_hands_out_only_its_new_records(tmp_path: Path) -> None:
+    """The same lines in a new file (sed -i), two of them identical (one instant, one command):
+    none comes again; the one line the new file adds does, and so does a second copy of a line
+    that was handled once."""
+    path = tmp_path / "inbox.jsonl"
+    mailbox = Mailbox()
+    inbox = Inbox(path, mailbox)
+    same = json.dumps({"ts": 1.0, "source": "control", "command": "pause"}) + "\n"
+    path.write_text(same + same + json.dumps({"ts": 2.0, "source": "control", "command": "stop"}) + "\n")
+    assert len(inbox.read_new()) == 3
+    new = tmp_path / "inbox.new"
+    new.write_text(
+        path.read_text() + same + json.dumps({"ts": 3.0, "source": "control", "command": "resume"}) + "\n"
+    )
+    new.replace(path)
+    again = inbox.read_new() + inbox.read_new()
+    assert [(r.ts, r.command.value) for r in again] == [(1.0, "pause"), (3.0, "resume")]
+    mailbox.close()

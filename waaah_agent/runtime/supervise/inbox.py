@@ -10,6 +10,11 @@ log, then ignored until it is a file again); a line over :data:`MAX_LINE` is ski
 and one nested too deep is malformed. The file stays open between reads, so a removed and
 re-created inbox is a new inode (the old one cannot be reused while it is held): what the old
 one still had is read, then the new one from its start, as is a file cut shorter than the offset.
+A line is handled once, whatever file it comes back in (``sed -i`` rewrites the inbox into a new
+inode, a copy put back after the path was briefly a folder): the lines handled are remembered
+(a hash each, the newest :data:`REMEMBERED`) and skipped in a file read from its start, as are
+the lines written before this supervisor started (their ``ts`` is older). A record that is new
+in the new file is read.
 The loop takes a few records per wake-up (:meth:`Inbox.read_new` with a limit, :attr:`more`).
 """
 
@@ -17,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import deque
+import time
+from collections import Counter, deque
 from pathlib import Path
 
 from watchdog.events import (
@@ -42,6 +48,31 @@ MAX_LINE = MAX_READ  # a longer line is no record of ours: skipped
 _HEAD = b'{"ts": '  # how every writer's line begins (core/inbox_records.py: to_json)
 #: How long a stop waits for watchdog's threads to end.
 STOP_JOIN = 2.0
+#: How many handled lines are remembered, so that none is handled again from a re-created file.
+REMEMBERED = 100_000
+
+
+class Handled:
+    """The lines handled, by a hash each (in this process: Python's own), the oldest forgotten
+    past ``limit``; a line twice in the file (two records in one instant) is counted twice."""
+
+    def __init__(self, limit: int = REMEMBERED) -> None:
+        self.limit = limit
+        self._counts: Counter[int] = Counter()
+        self._order: deque[int] = deque()
+
+    def add(self, key: int) -> None:
+        self._counts[key] += 1
+        self._order.append(key)
+        if len(self._order) > self.limit:
+            old = self._order.popleft()
+            self._counts[old] -= 1
+            if not self._counts[old]:
+                del self._counts[old]
+
+    def copy(self) -> Counter[int]:
+        """What a file read from its start may hold again: each is skipped once."""
+        return Counter(self._counts)
 
 
 class _StoppedByUs(logging.Filter):
@@ -91,9 +122,14 @@ class Inbox:
         self._skipping = False  # inside a line over MAX_LINE: up to its end is dropped
         self._lines: deque[bytes] = deque()
         self._trouble = ""  # what is wrong with the path, logged once
+        self._handled = Handled()
+        self._again: Counter[int] | None = None  # reading a file from its start: lines handled before
+        self._since: float | None = None  # lines older than this are an earlier supervisor's
         if self._open():  # older runs' lines are history
             assert self._fd is not None
             self._offset = os.fstat(self._fd).st_size
+            if self._offset:
+                self._since = time.time()
         self._observer = Observer()
         # Writes, creations and moves only: inotify then leaves out the opens and closes of every
         # file in the folder (events.jsonl is opened for each event), work the thread never sees.
@@ -126,9 +162,18 @@ class Inbox:
             self._fill()
         records: list[InboxRecord] = []
         while self._lines and len(records) < limit:
-            record = self._record(self._lines.popleft())
-            if record is not None:
-                records.append(record)
+            line = self._lines.popleft()
+            key = hash(line.strip())
+            if self._again is not None and self._again[key] > 0:
+                self._again[key] -= 1  # handled already, from the file this one replaced
+                continue
+            self._handled.add(key)
+            record = self._record(line)
+            if record is None:
+                continue
+            if self._again is not None and self._since is not None and record.ts < self._since:
+                continue  # an earlier supervisor's, in a copy of the file it read
+            records.append(record)
         self.more = bool(self._lines) or self.more
         return records
 
@@ -172,11 +217,11 @@ class Inbox:
         if self._fd is None:
             if not self._open():
                 return
-            self._offset, self._skipping = 0, False  # a new file: from its start
+            self._from_start()  # a new file
         assert self._fd is not None
         if os.fstat(self._fd).st_size < self._offset:  # cut shorter in place
             log.warning("the inbox %s was truncated: read from its start", self.path)
-            self._offset, self._skipping = 0, False
+            self._from_start()
         chunk = self._read()
         if not chunk and self._replaced():  # the old file is read to its end: on to the new one
             self._close()
@@ -199,6 +244,11 @@ class Inbox:
         self._offset += end
         self._lines.extend(chunk[:end].splitlines())
         self.more = len(chunk) == MAX_READ
+
+    def _from_start(self) -> None:
+        """Read the file from its start, skipping what was handled already."""
+        self._offset, self._skipping = 0, False
+        self._again = self._handled.copy()
 
     def _read(self) -> bytes:
         assert self._fd is not None
