@@ -11,12 +11,27 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import time
 
 import pexpect
 
 from tests.conftest import pid_alive
-from tests.runtime.helpers import events, retry_until, session_dirs, sim_env, sim_messages, spawn_waaah, state
+from tests.runtime.helpers import (
+    WAAAH,
+    events,
+    pump_for,
+    pump_until,
+    retry_until,
+    session_dirs,
+    sim_env,
+    sim_messages,
+    spawn_waaah,
+    state,
+)
+from waaah_agent.core.mcp.inbox_records import ControlCommand, ControlRecord
 from waaah_agent.core.supervise.policy import CONTINUE_PROMPT
+from waaah_agent.runtime.night.control import tell
 from waaah_agent.runtime.workspace import find_workflow
 
 
@@ -75,3 +90,64 @@ def test_a_sigkill_before_the_enter_types_the_workflow_again_once(workspace, fak
     again.expect("save and exit")
     again.send("s")
     again.expect(pexpect.EOF, timeout=15)
+
+
+def test_sends_a_killed_supervisor_never_read_are_typed_once_after_resume(workspace, fake_home):
+    """The supervisor frozen (SIGSTOP) while prompts are sent (each "queued"), with a stop and a
+    pause among them, then SIGKILLed: --resume types each prompt once, in order, and leaves the
+    dead run's stop and pause alone; a second resume types none of them again."""
+    env = sim_env(fake_home)
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env)
+    retry_until(lambda: noted(workspace, "confirmed"))
+    before = state(workspace)
+    sid = before["native_session_id"]
+    os.kill(child.pid, signal.SIGSTOP)
+    folder = session_dirs(workspace)[-1]
+    try:
+        for i in (1, 2, 3):
+            done = subprocess.run(
+                [WAAAH, "send", f"killed-{i}"],
+                cwd=workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert done.returncode == 0 and "queued" in done.stdout, done.stdout + done.stderr
+            # What `waaah stop` and `waaah pause` write (they would wait for the frozen supervisor).
+            tell(folder, ControlRecord(time.time(), ControlCommand.STOP if i == 1 else ControlCommand.PAUSE))
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+    retry_until(lambda: not pid_alive(before["agent_pid"]), timeout=5)
+    child.close(force=True)
+    sent = ["killed-1", "killed-2", "killed-3"]
+
+    def took() -> list[str]:
+        return [m for m in sim_messages(workspace, sid) if m.startswith("killed-")]
+
+    again = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", "--resume", env=env)
+    again.expect("Resumed session " + sid)
+    pump_until(again, lambda: took() == sent, timeout=60)
+    pump_for(again, 2)
+    assert took() == sent
+    after = state(workspace)
+    assert after["paused"] is False and after["status"] == "running", after["status"]
+    again.send("\x03")
+    again.expect("save and exit")
+    again.send("s")
+    again.expect(pexpect.EOF, timeout=15)
+
+    third = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", "--resume", env=env)
+    third.expect("Resumed session " + sid)
+    pump_until(third, lambda: noted_twice(workspace), timeout=30)
+    pump_for(third, 3)
+    assert took() == sent, "typed again by a later supervisor"
+    third.send("\x03")
+    third.expect("save and exit")
+    third.send("s")
+    third.expect(pexpect.EOF, timeout=15)
+
+
+def noted_twice(ws) -> bool:
+    """The third supervisor's start is recorded (the session has three)."""
+    return len([e for e in events(ws) if e["event"] == "start"]) >= 3

@@ -82,3 +82,22 @@ def test_lines_that_are_not_the_queues_are_skipped(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(lines) + "\n")
     assert read_waiting(path) == [(1, "kept"), (4, "also kept")]
+
+
+def test_the_mark_of_the_inbox_s_sends_is_saved_in_session_json_before_the_queue_empties(
+    tmp_path: Path,
+) -> None:
+    folder = SessionDir(tmp_path / "sessions", "s1")
+    state = SessionState(id="s1", agent="a", workflow="w", workspace="/w", native_session_id="n")
+    state.inbox_mark = [0.0, 0]
+    folder.save(state)
+    folder.queue.add("one", 5.5)
+    folder.queue.add("two", 5.5)  # the same instant: the second of that ts
+    assert json.loads(folder.queue.path.read_text().splitlines()[-1])["inbox"] == [5.5, 2]
+    folder.queue.pop()
+    folder.queue.pop()
+    assert folder.queue.path.stat().st_size == 0
+    assert json.loads(folder.state_file.read_text())["inbox_mark"] == [5.5, 2]
+    again = SessionDir(tmp_path / "sessions", "s1")
+    again.load()
+    assert again.queue.mark == (5.5, 2)

@@ -157,3 +157,13 @@ def test_parse_never_raises_and_what_it_accepts_is_typed(
 @given(JSON)
 def test_parse_takes_any_json_value(obj: Any) -> None:
     parse(obj)
+
+
+def test_the_mark_of_the_sends_counts_those_that_share_a_ts_and_never_goes_back() -> None:
+    from waaah_agent.core.mcp.inbox_records import NO_SENDS, marks_of, next_mark
+
+    assert marks_of([1.0, 2.0, 2.0, 3.0, 2.0]) == [(1.0, 1), (2.0, 1), (2.0, 2), (3.0, 1), (2.0, 3)]
+    mark = next_mark(None, 2.0)
+    assert mark == (2.0, 1) and next_mark(mark, 2.0) == (2.0, 2)
+    assert next_mark((3.0, 1), 2.5) == (3.0, 1)  # a send written late: the mark stays
+    assert next_mark(NO_SENDS, 0.5) == (0.5, 1)

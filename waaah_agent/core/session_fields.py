@@ -4,6 +4,7 @@ Pure."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,16 @@ _TIMES = {"limit_until", "next_heartbeat", "server_down_since"}
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def mark_of(value: Any) -> tuple[float, int] | None:
+    """``inbox_mark`` as (ts, n): the n-th send of that ts in the inbox is the newest one handled."""
+    if not (isinstance(value, list) and len(value) == 2):
+        return None
+    ts, n = value
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return None
+    return (float(ts), n) if _is_int(n) and n >= 0 else None
 
 
 def kind(value: Any) -> str:
@@ -61,3 +72,28 @@ def field_problem(name: str, value: Any) -> str:
             if when.tzinfo is None:
                 return "must be an ISO time with its UTC offset"
     return ""
+
+
+def drop_damaged(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` less the fields a hand-edited or older file may get wrong without the session
+    being refused: each is rebuilt or falls back to its default."""
+    values = dict(values)
+    for name in ("processes", "leftovers"):
+        value = values.get(name)
+        if name in values and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
+            del values[name]
+    if "options" in values and not isinstance(values["options"], dict):
+        del values["options"]  # resume falls back to the defaults and the flags given
+    if "token_models" in values and not (
+        isinstance(values["token_models"], dict)
+        and all(
+            isinstance(f, dict) and all(field_problem("tokens", c) == "" for c in f.values())
+            for f in values["token_models"].values()
+        )
+    ):
+        del values["token_models"]  # read again from the transcripts
+    if "cli_release" in values and not isinstance(values["cli_release"], dict):
+        del values["cli_release"]  # asked again at every start
+    if values.get("inbox_mark") is not None and mark_of(values["inbox_mark"]) is None:
+        del values["inbox_mark"]  # not known: the inbox's sends so far are history
+    return values

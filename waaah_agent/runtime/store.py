@@ -23,13 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from waaah_agent.core.mcp.inbox_records import Mark
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.core.secrets.redact import Redactor
-from waaah_agent.core.session_fields import REQUIRED, field_problem, kind
+from waaah_agent.core.session_fields import REQUIRED, drop_damaged, field_problem, kind, mark_of
 from waaah_agent.errors import SessionBusy
 from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.private import private_dir, trusted_session, untrusted
-from waaah_agent.runtime.supervise.send_queue import SendQueue
+from waaah_agent.runtime.supervise.send_queue import SendQueue, newest, read_queue
 from waaah_agent.safe_read import STATE_CAP, open_writable, read_capped, read_text, why
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,9 @@ class SessionState:
     # Prompts of `waaah send` not typed yet: kept in queue.jsonl beside session.json (runtime/
     # send_queue.py); only an older waaah's are saved here.
     queued: list[str] = field(default_factory=list)
+    # How far the inbox's sends are taken, [ts, n] (runtime/send_queue.py); null: not known (an
+    # older waaah's session: its inbox is history).
+    inbox_mark: list[float] | None = None
     # The sum of ``token_files``: the totals of each transcript file the CLI wrote in this
     # session (a resumed conversation goes on in the same file; a new file adds its own).
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cached": 0})
@@ -107,22 +111,7 @@ class SessionState:
                 raise ValueError(f"'{name}' must be a non-empty string")
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("processes", "leftovers"):  # hand-edited or older: never a reason to fail
-            value = values.get(name)
-            if name in values and not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
-                del values[name]
-        if "options" in values and not isinstance(values["options"], dict):
-            del values["options"]  # resume falls back to the defaults and the flags given
-        if "token_models" in values and not (
-            isinstance(values["token_models"], dict)
-            and all(
-                isinstance(f, dict) and all(field_problem("tokens", c) == "" for c in f.values())
-                for f in values["token_models"].values()
-            )
-        ):
-            del values["token_models"]  # read again from the transcripts
-        if "cli_release" in values and not isinstance(values["cli_release"], dict):
-            del values["cli_release"]  # asked again at every start
+        values = drop_damaged(values)
         for name, value in values.items():
             problem = field_problem(name, value)
             if problem:
@@ -224,7 +213,8 @@ class SessionDir:
         self.events_file = self.path / "events.jsonl"
         self.inbox = self.path / "inbox.jsonl"
         # The prompts of `waaah send` not typed yet, masked as session.json is.
-        self.queue = SendQueue(self.path / "queue.jsonl", lambda text: self.redact(text))
+        self.queue = SendQueue(self.path / "queue.jsonl", lambda text: self.redact(text), self._keep_mark)
+        self._state: SessionState | None = None  # the state last saved: the queue's mark joins it
         self._lock_fd: int | None = None
         self._event_trouble = ""  # why events.jsonl cannot be written, said once
         # Told of every event after it is written (its record, secrets masked): the session keeps
@@ -267,6 +257,8 @@ class SessionDir:
             raise CorruptSession(self.state_file, next(filter(None, map(untrusted, self._chain())), ""))
         self.queue.legacy = state.queued  # an older waaah kept them here
         state.queued = self.queue.texts()
+        with contextlib.suppress(OSError):
+            self.queue.mark = newest(mark_of(state.inbox_mark), read_queue(self.queue.path)[1])
         return state
 
     def _chain(self) -> tuple[Path, ...]:
@@ -283,6 +275,9 @@ class SessionDir:
         """Persist ``state``; on failure (disk full) keep the old file and return False (with
         ``strict``, raise the ``OSError``)."""
         state.updated = now_iso()
+        if (mark := newest(mark_of(state.inbox_mark), self.queue.mark)) is not None:
+            state.inbox_mark = list(mark)
+        self._state = state
         data = state.to_json() | {"queued": list(self.queue.legacy)}  # the queue is a file of its own
         try:
             atomic_write(self.state_file, json.dumps(self.redact.value(data), indent=2) + "\n")
@@ -292,6 +287,10 @@ class SessionDir:
             log.warning("could not save %s (the previous copy is kept): %s", self.state_file, err)
             return False
         return True
+
+    def _keep_mark(self, mark: Mark) -> bool:
+        """The queue's mark saved in session.json, before the queue file is emptied."""
+        return self._state is not None and self.save(self._state)
 
     def event(self, name: str, /, **fields: Any) -> None:
         record = {"ts": event_ts(), "event": name, **fields}

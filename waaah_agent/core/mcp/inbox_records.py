@@ -59,6 +59,31 @@ def queue_full(count: int, chars: int, more: int) -> str:
     return ""
 
 
+#: How far a supervisor has taken the inbox's sends: (ts, n), the n-th send of that ts in the
+#: inbox (two sends can share a ts). Kept with the send queue (runtime/send_queue.py), so a later
+#: supervisor takes only the sends after it (a supervisor killed before it read them).
+Mark = tuple[float, int]
+#: Before every send: a session none was read from yet.
+NO_SENDS: Mark = (0.0, 0)
+
+
+def next_mark(last: Mark | None, ts: float) -> Mark:
+    """The mark once a send of ``ts`` is taken after ``last``; never behind ``last``."""
+    if last is not None and ts == last[0]:
+        return (ts, last[1] + 1)
+    return (ts, 1) if last is None or (ts, 1) > last else last
+
+
+def marks_of(sends: list[float]) -> list[Mark]:
+    """The mark of each of the inbox's sends (their ``ts``, in the file's order)."""
+    seen: dict[float, int] = {}
+    marks = []
+    for ts in sends:
+        seen[ts] = seen.get(ts, 0) + 1
+        marks.append((ts, seen[ts]))
+    return marks
+
+
 class TapEvent(StrEnum):
     START = "tool_start"
     END = "tool_end"

@@ -288,9 +288,11 @@ class Save:
 
 @dataclass(frozen=True)
 class Enqueue:
-    """Keep this prompt of `waaah send` at the end of the session's queue (beside session.json)."""
+    """Keep this prompt of `waaah send` at the end of the session's queue (beside session.json);
+    ``sent``: its record's ``ts`` in the inbox (a later supervisor reads the sends after it)."""
 
     text: str
+    sent: float = 0.0
 
 
 @dataclass(frozen=True)

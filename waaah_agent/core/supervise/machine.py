@@ -265,7 +265,7 @@ class Machine:
         self.out.record(EventKind.CONTROL, **record.event_fields())
         command = record.command
         if command is ControlCommand.SEND and record.text is not None:
-            self.queue.add(record.text, now)
+            self.queue.add(record.text, now, record.ts)
         elif command is ControlCommand.PAUSE:
             self.nudging.pause()
         elif command is ControlCommand.RESUME:

@@ -163,7 +163,7 @@ class SendQueue:
         self.chars = sum(map(len, self.prompts))
         self.esc_at = -1e9  # when a wait was last ended with Esc for a queued prompt
 
-    def add(self, text: str, now: float) -> None:
+    def add(self, text: str, now: float, sent: float = 0.0) -> None:
         full = queue_full(len(self.prompts), self.chars, len(text))
         if full:
             self.out.record(EventKind.CONTROL, command="send", refused=full)
@@ -171,7 +171,7 @@ class SendQueue:
             return
         self.prompts.append(text)
         self.chars += len(text)
-        self.out.emit(Enqueue(text))
+        self.out.emit(Enqueue(text, sent))
         self.out.notice(f"a prompt from waaah send ({len(text)} characters): typed once the agent is ready")
         if len(self.prompts) == 1:  # the first: its delivery starts (the others follow it)
             self.out.look(now)

@@ -16,6 +16,10 @@ inode, a copy put back after the path was briefly a folder): the lines handled a
 the lines written before this supervisor started (their ``ts`` is older). A record that is new
 in the new file is read.
 The loop takes a few records per wake-up (:meth:`Inbox.read_new` with a limit, :attr:`more`).
+
+What the inbox held before the supervisor started is history, but for the prompts of `waaah send`
+a killed supervisor never read: the sends after the session's mark (how far the send queue took
+them, core/inbox_records.py: Mark) are handed to the loop first, so --resume types them once.
 """
 
 from __future__ import annotations
@@ -37,7 +41,15 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from waaah_agent.core.mcp.inbox_records import InboxRecord, parse
+from waaah_agent.core.mcp.inbox_records import (
+    NO_SENDS,
+    ControlCommand,
+    ControlRecord,
+    InboxRecord,
+    Mark,
+    marks_of,
+    parse,
+)
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.runtime.supervise.background import INBOX, Mailbox
 from waaah_agent.safe_read import open_regular, why
@@ -48,6 +60,8 @@ MAX_LINE = MAX_READ  # a longer line is no record of ours: skipped
 _HEAD = b'{"ts": '  # how every writer's line begins (core/inbox_records.py: to_json)
 #: How long a stop waits for watchdog's threads to end.
 STOP_JOIN = 2.0
+#: How much of the inbox's end is read at the start for the sends a killed supervisor left.
+HISTORY = 64 * 1024 * 1024
 #: How many handled lines are remembered, so that none is handled again from a re-created file.
 REMEMBERED = 100_000
 
@@ -114,9 +128,12 @@ class _Wake(FileSystemEventHandler):
 class Inbox:
     """Tails ``inbox.jsonl`` from where it left off."""
 
-    def __init__(self, path: Path, mailbox: Mailbox) -> None:
+    def __init__(self, path: Path, mailbox: Mailbox, carry: Mark | None = None) -> None:
+        """``carry``: how far the session's sends were taken (None: not known, all is history)."""
         self.path = path
         self.more = False  # read_new left lines for the next call
+        self.mark = carry or NO_SENDS  # how far the sends are taken once those carried over are
+        self.carried = 0  # sends an earlier supervisor never read, handed out first
         self._fd: int | None = None
         self._offset = 0
         self._skipping = False  # inside a line over MAX_LINE: up to its end is dropped
@@ -130,6 +147,7 @@ class Inbox:
             self._offset = os.fstat(self._fd).st_size
             if self._offset:
                 self._since = time.time()
+                self._take_over(carry, mailbox)
         self._observer = Observer()
         # Writes, creations and moves only: inotify then leaves out the opens and closes of every
         # file in the folder (events.jsonl is opened for each event), work the thread never sees.
@@ -245,15 +263,54 @@ class Inbox:
         self._lines.extend(chunk[:end].splitlines())
         self.more = len(chunk) == MAX_READ
 
+    def _take_over(self, carry: Mark | None, mailbox: Mailbox) -> None:
+        """The sends in the file as it is now that come after ``carry`` wait in ``_lines``."""
+        sends: list[tuple[float, bytes]] = []
+        for line in self._history().splitlines():
+            try:
+                record = parse(loads_json(line))
+            except ValueError:
+                continue
+            if isinstance(record, ControlRecord) and record.command is ControlCommand.SEND:
+                sends.append((record.ts, line))
+        marks = marks_of([ts for ts, _ in sends])
+        if carry is None:  # an older waaah's session: what it left is history
+            self.mark = max(marks, default=NO_SENDS)
+            return
+        late = [line for (_, line), mark in zip(sends, marks, strict=True) if mark > carry]
+        if late:
+            self._lines.extend(late)
+            self.carried = len(late)
+            self.more = True
+            mailbox.post(INBOX)
+
+    def _history(self) -> bytes:
+        """The whole lines before the offset (the last :data:`HISTORY` bytes of them)."""
+        start = max(0, self._offset - HISTORY)
+        chunks, at = [], start
+        while at < self._offset:
+            chunk = self._read_at(at, min(MAX_READ, self._offset - at))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            at += len(chunk)
+        data = b"".join(chunks)
+        if start:
+            data = data[data.find(b"\n") + 1 :]  # a line cut by the cap is no record
+        return data[: data.rfind(b"\n") + 1]
+
     def _from_start(self) -> None:
         """Read the file from its start, skipping what was handled already."""
         self._offset, self._skipping = 0, False
         self._again = self._handled.copy()
 
     def _read(self) -> bytes:
+        return self._read_at(self._offset, MAX_READ)
+
+    def _read_at(self, offset: int, size: int) -> bytes:
         assert self._fd is not None
         try:
-            return os.pread(self._fd, MAX_READ, self._offset)
+            return os.pread(self._fd, size, offset)
         except OSError as err:
             self._say(f"cannot read the inbox {self.path} ({why(err)})")
             return b""

@@ -181,9 +181,9 @@ class Supervisor:
                 for name, value in changes.items():
                     setattr(self.state, name, value)
                 self.session.save(self.state)
-            case ev.Enqueue(text):
+            case ev.Enqueue(text, sent):
                 self.state.queued.append(text)  # what the next run of the agent starts with
-                self.session.queue.add(text)
+                self.session.queue.add(text, sent)
             case ev.Dequeue():
                 self.child.flush()  # the Enter that submitted it reaches the agent first
                 if self.state.queued:

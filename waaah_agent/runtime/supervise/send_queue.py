@@ -8,6 +8,11 @@ each, never a rewrite. When the queue empties the file is cut to nothing; when t
 prompts make up most of it, it is rewritten with those still waiting (temp file and rename).
 The queue's size is bounded (core/inbox_records.py: MAX_QUEUED, MAX_QUEUED_CHARS), so the file is.
 
+An add also says how far the inbox's sends are taken (``"inbox": [ts, n]``, a
+:data:`~waaah_agent.core.mcp.inbox_records.Mark`): a supervisor killed before it read the
+sends after that finds them there on --resume. Before the file is emptied, that mark is kept in
+session.json (``keep``), so it is never lost with the file.
+
 Known secrets are masked in it, as in session.json. Only the supervisor holding the session's
 lock writes it; `waaah send` reads it to refuse a prompt the queue cannot take. A line that is not
 one is skipped; a file that cannot be read (a FIFO, a directory, a symlink, too big) is one line
@@ -26,8 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeGuard
 
-from waaah_agent.core.mcp.inbox_records import MAX_PROMPT
+from waaah_agent.core.mcp.inbox_records import MAX_PROMPT, Mark, next_mark
 from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.session_fields import mark_of
 from waaah_agent.safe_read import read_capped, why
 
 log = logging.getLogger(__name__)
@@ -50,11 +56,17 @@ def read_waiting(path: Path) -> list[tuple[int, str]]:
     """The prompts waiting in the queue file ``path`` (numbered, oldest first); none when there is
     no file. An ``OSError`` (an :class:`~waaah_agent.safe_read.UnsafeFile` among them) when
     it cannot be read."""
+    return read_queue(path)[0]
+
+
+def read_queue(path: Path) -> tuple[list[tuple[int, str]], Mark | None]:
+    """:func:`read_waiting`, and the newest mark of the inbox's sends its adds hold."""
     try:
         data = read_capped(path, QUEUE_CAP, follow=False)
     except FileNotFoundError:
-        return []
+        return [], None
     waiting: dict[int, str] = {}
+    mark: Mark | None = None
     for raw in data.splitlines():
         try:
             record = loads_json(raw)
@@ -65,9 +77,14 @@ def read_waiting(path: Path) -> list[tuple[int, str]]:
         add, done, text = record.get("add"), record.get("done"), record.get("text")
         if _number(add) and isinstance(text, str) and 0 < len(text) <= MAX_PROMPT and "\x00" not in text:
             waiting[add] = text
+            mark = newest(mark, mark_of(record.get("inbox")))
         elif _number(done):
             waiting.pop(done, None)
-    return sorted(waiting.items())
+    return sorted(waiting.items()), mark
+
+
+def newest(a: Mark | None, b: Mark | None) -> Mark | None:
+    return a if b is None else b if a is None else max(a, b)
 
 
 def _number(value: object) -> TypeGuard[int]:
@@ -77,9 +94,13 @@ def _number(value: object) -> TypeGuard[int]:
 class SendQueue:
     """The session's queue file, as the supervisor changes it: :meth:`add`, :meth:`pop`."""
 
-    def __init__(self, path: Path, mask: Callable[[str], str] = str) -> None:
+    def __init__(
+        self, path: Path, mask: Callable[[str], str] = str, keep: Callable[[Mark], bool] | None = None
+    ) -> None:
         self.path = path
         self.mask = mask  # known secrets out of what is written (as in session.json)
+        self.mark: Mark | None = None  # how far the inbox's sends are taken (None: not known)
+        self.keep = keep  # keeps the mark elsewhere before the file is emptied; False: it could not
         self.legacy: list[str] = []  # prompts session.json holds (an older waaah's), typed first
         self._waiting: deque[tuple[int, str, int]] | None = None  # (number, text, bytes in the file)
         self._next = 1
@@ -94,13 +115,17 @@ class SendQueue:
         except OSError:
             return list(self.legacy)
 
-    def add(self, text: str) -> None:
+    def add(self, text: str, sent: float = 0.0) -> None:
         """Keep ``text`` at the end of the queue (a failed write: one line in the log; it is then
-        typed only if this supervisor lives that long)."""
+        typed only if this supervisor lives that long); ``sent``: its record's ts in the inbox."""
         waiting = self._load()
         number = self._next
         self._next += 1
-        line = _line({"add": number, "text": self.mask(text)})
+        record: dict[str, object] = {"add": number, "text": self.mask(text)}
+        if sent > 0:
+            self.mark = next_mark(self.mark, sent)
+            record["inbox"] = list(self.mark)
+        line = _line(record)
         size = len(line) if self._append(line) else 0
         waiting.append((number, text, size))
         self._live += size
@@ -116,7 +141,10 @@ class SendQueue:
         number, _, size = waiting.popleft()
         self._live -= size
         if not waiting:
-            self._truncate()
+            if self._kept():
+                self._truncate()
+            else:  # the mark stays in the file
+                self._append(_line({"done": number}))
         elif not (self._size - self._live > self._live + COMPACT_SLACK and self._rewrite(waiting)):
             self._append(_line({"done": number}))
         return False
@@ -126,7 +154,8 @@ class SendQueue:
         if self._waiting is not None:
             return self._waiting
         try:
-            found = read_waiting(self.path)
+            found, mark = read_queue(self.path)
+            self.mark = newest(self.mark, mark)
             self._size = os.lstat(self.path).st_size if found else 0
         except OSError as err:
             found = []
@@ -143,9 +172,13 @@ class SendQueue:
         self._waiting = deque((n, text, len(_line({"add": n, "text": text}))) for n, text in found)
         self._live = sum(size for _, _, size in self._waiting)
         self._next = max((n for n, _ in found), default=0) + 1
-        if not found:
+        if not found and self._kept():
             self._truncate()  # done lines or damage only: start the file anew
         return self._waiting
+
+    def _kept(self) -> bool:
+        """Whether the file may be emptied: its mark is kept elsewhere (or there is none)."""
+        return self.mark is None or self.keep is None or self.keep(self.mark)
 
     def _append(self, data: bytes) -> bool:
         try:
@@ -188,7 +221,10 @@ class SendQueue:
     def _rewrite(self, waiting: deque[tuple[int, str, int]]) -> bool:
         """Only the prompts still waiting, replacing the file in one rename."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        data = b"".join(_line({"add": n, "text": self.mask(text)}) for n, text, _ in waiting)
+        lines = [{"add": n, "text": self.mask(text)} for n, text, _ in waiting]
+        if self.mark is not None:  # the newest add is waiting still: it holds the mark
+            lines[-1]["inbox"] = list(self.mark)
+        data = b"".join(map(_line, lines))
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:

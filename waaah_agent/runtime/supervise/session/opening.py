@@ -16,6 +16,7 @@ from pathlib import Path
 
 from waaah_agent import adapters, settings
 from waaah_agent.adapters.base import Adapter
+from waaah_agent.core.mcp.inbox_records import NO_SENDS
 from waaah_agent.errors import (
     CliNotFound,
     SessionBusy,
@@ -199,6 +200,7 @@ def open_session(
         agent_id=agent_id_for(workflow.name, adapter.name, workspace),
         created=now_iso(),
         first_prompt=opening_line(workflow.text),
+        inbox_mark=list(NO_SENDS),  # no send read yet: a --resume after a SIGKILL takes them all
     )
     first_save(session, state)
     return session, state, False

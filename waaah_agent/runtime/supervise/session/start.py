@@ -228,7 +228,16 @@ def supervise(
     )
     mailbox = Mailbox()
     vitals = serve_vitals(opts, adapter, workflow, state, plan, mailbox, session, logs)
-    inbox = Inbox(session.inbox, mailbox)
+    # The sends a killed supervisor left unread are taken over (an older session's are history).
+    inbox = Inbox(session.inbox, mailbox, carry=session.queue.mark)
+    if state.inbox_mark != list(inbox.mark):
+        state.inbox_mark = list(inbox.mark)
+        session.save(state)
+    if inbox.carried:
+        console.say(
+            f"{inbox.carried} prompt(s) of waaah send the last supervisor had not read: "
+            "typed once the agent is ready"
+        )
     inbox.start()
     session_link = start_link(plan, env, session, state, mailbox)
     watch = None
