@@ -17,6 +17,7 @@ from tests.runtime.helpers import WAAAH
 from waaah_agent import adapters
 from waaah_agent.errors import ExitCode, UsageError
 from waaah_agent.runtime.mcp import setup as mcp_setup
+from waaah_agent.runtime.mcp import user_file
 from waaah_agent.runtime.mcp.cli_home import PerRunHome
 from waaah_agent.runtime.mcp.givers import PerRunConfig, giver, write_hooks
 from waaah_agent.runtime.mcp.setup import ServerChoice
@@ -457,14 +458,14 @@ def test_a_settings_file_changed_during_the_edit_is_left_as_the_other_program_wr
     env, settings = gemini_home(tmp_path)
     settings.write_text('{"ui": {"theme": "Dracula"}}')
     written_meanwhile = b'{"ui": {"theme": "Solarized"}}'
-    backup_of = mcp_setup._write_backup
+    backup_of = user_file._write_backup
 
     def backup_then_another_program_writes(*args):
         made = backup_of(*args)
         settings.write_bytes(written_meanwhile)  # the worst moment: between the read and the replace
         return made
 
-    monkeypatch.setattr(mcp_setup, "_write_backup", backup_then_another_program_writes)
+    monkeypatch.setattr(user_file, "_write_backup", backup_then_another_program_writes)
     with pytest.raises(UsageError, match="changed while waaah was editing it: nothing was written"):
         install_gemini(env, SERVER, datetime(2026, 1, 2, 3, 4, 5))
     assert settings.read_bytes() == written_meanwhile
@@ -526,7 +527,7 @@ def test_gemini_settings_with_comments_are_read_as_gemini_reads_them_and_never_r
     settings.write_bytes(commented)
     assert GEMINI_MCP.existing(env) is None  # read, not refused
     assert GEMINI_LOGIN(env) is True  # no key, no login method chosen in it: gemini will ask
-    read = mcp_setup.read_config(settings, comments=True)
+    read = user_file.read_config(settings, comments=True)
     assert read.data == {"ui": {"theme": "Dracula"}, "general": {"url": "http://example.com//x"}}
     assert read.commented
     with pytest.raises(UsageError, match="holds comments, which rewriting it would lose"):

@@ -38,9 +38,10 @@ from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import HomePerRun
 from waaah_agent.errors import ConfigRefused
 from waaah_agent.runtime.mcp import home_carry, homes
-from waaah_agent.runtime.mcp.givers import KEY_REFERENCE, Finding, Given, find_entry
+from waaah_agent.runtime.mcp.givers import KEY_REFERENCE, Finding, Given
 from waaah_agent.runtime.mcp.homes import MANIFEST, SETTLE_COMMAND, homes_root
-from waaah_agent.runtime.mcp.setup import PROXY_COMMAND, ServerChoice, read_config, read_json, rewrite_config
+from waaah_agent.runtime.mcp.setup import PROXY_COMMAND, ServerChoice
+from waaah_agent.runtime.mcp.user_file import find_entry, read_config, read_json, rewrite_config
 from waaah_agent.runtime.store import atomic_write
 
 __all__ = ["MANIFEST", "KEY_REFERENCE", "PerRunHome", "homes_root"]

@@ -23,7 +23,8 @@ from waaah_agent import settings
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import FilePerRun, GivenInline, HomePerRun, HooksPerRun, McpShape, Persistent
 from waaah_agent.errors import UsageError
-from waaah_agent.runtime.mcp.setup import MAX_SETTINGS_BYTES, PROXY_COMMAND, ServerChoice, read_json
+from waaah_agent.runtime.mcp.setup import PROXY_COMMAND, ServerChoice
+from waaah_agent.runtime.mcp.user_file import MAX_SETTINGS_BYTES, find_entry, read_json
 from waaah_agent.runtime.store import atomic_write
 from waaah_agent.safe_read import read_capped
 
@@ -82,11 +83,6 @@ class McpGiver(Protocol):
 #: What a file given to a CLI per run holds in place of the API key: the CLI fills it in from
 #: its environment, so no file at rest holds the key.
 KEY_REFERENCE = "${" + settings.API_KEY + "}"
-
-
-def find_entry(document: dict[str, Any]) -> mcpconf.ExistingEntry | None:
-    """The waaah entry under ``mcpServers`` in a settings document."""
-    return mcpconf.find_entry(document, settings.SERVER_URL, settings.API_KEY)
 
 
 def proxy_env(server: ServerChoice, per_run_env: Mapping[str, str]) -> dict[str, str]:
