@@ -65,6 +65,11 @@ def open_regular(path: Path, *, follow: bool = True) -> int:
         if err.errno == errno.ELOOP and not follow:
             raise UnsafeFile(path, "is a symlink (not followed here)", errno.ELOOP) from None
         raise
+    return _regular(fd, path)
+
+
+def _regular(fd: int, path: Path) -> int:
+    """``fd`` when it is a regular file's; else closed, and an :class:`UnsafeFile`."""
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -92,14 +97,7 @@ def open_writable(path: Path, flags: int, mode: int = 0o600) -> int:
                 kind = "not a regular file"
             raise UnsafeFile(path, f"is {kind}, not a regular file", errno.ENXIO) from None
         raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnsafeFile(path, f"is {_kind(mode)}, not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _regular(fd, path)
 
 
 def read_capped(path: Path, cap: int, *, follow: bool = True, head: bool = False) -> bytes:

@@ -54,42 +54,20 @@ def first_prompt(
     supervisor died in between) is settled from the CLI's own transcript: there, it was
     delivered; not there (or no transcript to tell), it is typed again.
     """
-    first = _first(
-        workflow_text,
-        enter_delay,
-        native_resume,
-        workflow_delivered,
-        workflow_pending,
-        transcript_has_workflow,
-    )
-    if paused and first.delivery is not None and first.delivery.kind == "continue":
-        return FirstPrompt(None, f"{first.why}; the continue prompt waits for waaah unpause", first.settled)
-    return first
+    workflow = Delivery("workflow", workflow_text, enter_delay=enter_delay)
 
+    def carry_on(why: str, settled: bool = False) -> FirstPrompt:
+        if paused:
+            return FirstPrompt(None, f"{why}; the continue prompt waits for waaah unpause", settled)
+        return FirstPrompt(Delivery("continue", CONTINUE_PROMPT, enter_delay=enter_delay), why, settled)
 
-def _first(
-    workflow_text: str,
-    enter_delay: float,
-    native_resume: bool,
-    workflow_delivered: bool,
-    workflow_pending: bool,
-    transcript_has_workflow: bool | None,
-) -> FirstPrompt:
     if not native_resume:
-        return FirstPrompt(Delivery("workflow", workflow_text, enter_delay=enter_delay), "a new conversation")
+        return FirstPrompt(workflow, "a new conversation")
     if workflow_delivered:
-        return FirstPrompt(
-            Delivery("continue", CONTINUE_PROMPT, enter_delay=enter_delay), "resumed; workflow delivered"
-        )
+        return carry_on("resumed; workflow delivered")
     if workflow_pending and transcript_has_workflow:
-        return FirstPrompt(
-            Delivery("continue", CONTINUE_PROMPT, enter_delay=enter_delay),
-            "resumed; the workflow typed before the last stop is in the transcript",
-            settled=True,
-        )
-    return FirstPrompt(
-        Delivery("workflow", workflow_text, enter_delay=enter_delay), "resumed; the workflow never arrived"
-    )
+        return carry_on("resumed; the workflow typed before the last stop is in the transcript", settled=True)
+    return FirstPrompt(workflow, "resumed; the workflow never arrived")
 
 
 def rejected_command_line(outcome: Outcome, output: Iterable[str]) -> str | None:
