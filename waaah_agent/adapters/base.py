@@ -74,15 +74,6 @@ _NEVER = re.compile(r"(?!)")
 HEADLESS_ONLY_RULES = ScreenRules(input_ready=_NEVER, input_empty=_NEVER, busy=_NEVER)
 
 
-#: A JSONC comment (``//`` to the line's end, ``/* ... */``), or a string (group 1: kept as it is).
-_JSONC_COMMENT = re.compile(r'("(?:\\.|[^"\\\n])*")|//[^\n]*|/\*[\s\S]*?\*/')
-
-
-def uncommented(text: str) -> str:
-    """``text`` (JSON with comments) without its comments; strings are kept whole."""
-    return _JSONC_COMMENT.sub(lambda m: m.group(1) or "", text)
-
-
 def env_names_in(
     paths: Sequence[Path], pattern: re.Pattern[str], clean: Callable[[str], str] = lambda text: text
 ) -> tuple[str, ...]:

@@ -32,12 +32,11 @@ from waaah_agent.adapters.base import (
     ScreenRules,
     env_names_in,
     install_command,
-    uncommented,
 )
 from waaah_agent.adapters.opencode.stream import apply_opencode
 from waaah_agent.core.mcp import mcpconf
 from waaah_agent.core.mcp.givers import GivenInline
-from waaah_agent.core.nesting import loads_json
+from waaah_agent.core.nesting import loads_json, strip_json_comments
 from waaah_agent.core.oneshot.run_inputs import CliInputs
 from waaah_agent.core.oneshot.streams import StreamParser
 from waaah_agent.errors import ConfigRefused
@@ -99,7 +98,9 @@ def _named(env: Mapping[str, str], workspace: Path) -> tuple[tuple[str, ...], tu
     the workspace's (anyone who can commit to the repository wrote them), comments left out."""
     mine = [_config_dir(env) / name for name in ("opencode.json", "opencode.jsonc", "config.json")]
     theirs = [workspace / "opencode.json", workspace / "opencode.jsonc"]
-    return env_names_in(mine, _ENV_REF, uncommented), env_names_in(theirs, _ENV_REF, uncommented)
+    return env_names_in(mine, _ENV_REF, strip_json_comments), env_names_in(
+        theirs, _ENV_REF, strip_json_comments
+    )
 
 
 def _config_env(env: Mapping[str, str], workspace: Path) -> tuple[str, ...]:
