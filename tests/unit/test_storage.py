@@ -349,3 +349,29 @@ def test_a_key_echoed_a_cell_at_a_time_is_masked_however_the_reads_are_batched(t
         assert b"[REDACTED]" in played and b"done" in played
         for i in range(len(key) - 7):
             assert key[i : i + 8].encode() not in played, (trial, key[i : i + 8])
+
+
+def test_fast_output_the_cast_could_not_take_either_is_not_said_to_be_in_it(tmp_path, monkeypatch):
+    """Over a second's cleaning budget the rest is "only in the .cast": not so on a full disk,
+    where the .cast's writes fail too; the text log says it is in neither."""
+    from waaah_agent.runtime.supervise import logs as logs_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(logs_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(logs_module, "CLEAN_PER_SECOND", 1000)
+    logs = SessionLogs(tmp_path, "sim", (80, 24), Redactor({}))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))  # the .cast fills it; the text log stays small
+    try:
+        for _ in range(10):
+            logs.output(b"flood line\r\n" * 1000)
+            logs.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert logs._cast.failing is not None  # the disk refused the .cast
+    clock[0] += 1.5  # the next second says what the last one left out
+    logs.output(b"after\r\n")
+    logs.close()
+    text = logs.text_path.read_text()
+    assert "bytes of fast output are only in" not in text
+    assert "bytes of fast output are not in the text log, nor in" in text and "it cannot be written" in text

@@ -275,8 +275,14 @@ class SessionLogs:
             self._cleaner = LineCleaner()  # its half line and escape state are stale now
             self._frames.forget()
             self._resync = True
-        if self._skipped:
+        failing = self._cast.failing
+        if self._skipped and failing is None:
             self.notice(f"{self._skipped} bytes of fast output are only in {self.cast_path.name}")
+        elif self._skipped and failing is not None:  # the .cast's own line says what it lost
+            self.notice(
+                f"{self._skipped} bytes of fast output are not in the text log, nor in "
+                f"{self.cast_path.name}: it cannot be written ({failing.strerror or failing})"
+            )
         self._window_end, self._cleaned, self._skipped, self._over = now + 1.0, 0, 0, False
 
     def _cast_out(
