@@ -520,6 +520,48 @@ def test_tail_f_and_attach_end_when_the_session_ends(workspace, home, command):
         assert last in out  # what the session wrote last is printed before it ends
 
 
+def no_more_than_a_gib() -> None:
+    """A child's address space capped (an endless read is a MemoryError, not a machine swapping)."""
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize(
+    ("command", "key", "kind"),
+    [(["tail"], "log_path", "fifo"), (["tail"], "log_path", "zero"), (["attach"], "cast_path", "fifo")],
+)
+def test_tail_and_attach_refuse_a_fifo_or_a_device_in_place_of_their_file(
+    workspace, home, command, key, kind
+):
+    proc = start_agent(workspace, clean_env(home))
+    try:
+        retry_until(lambda: started(workspace), timeout=30)
+        path = Path(state(workspace)[key])
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+        try:
+            done = subprocess.run(
+                [WAAAH, *command],
+                cwd=workspace,
+                env=clean_env(home),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=30,
+                preexec_fn=no_more_than_a_gib,
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"waaah {command[0]} waits on the {kind}") from None
+    finally:
+        stop(proc)
+    err = done.stderr.decode()
+    assert_no_traceback(err)
+    assert done.returncode == 2, err
+    said = [line for line in err.splitlines() if str(path) in line]
+    assert len(said) == 1 and ("a FIFO" if kind == "fifo" else "a device") in said[0], err
+
+
 def test_the_hook_and_the_mcp_proxy_never_wait_on_a_fifo_inbox(tmp_path):
     """The CLI's hooks and our MCP proxy append to the inbox too: a FIFO there (no reader) is
     an error they shrug off, never a wait that would hold up the CLI's hook or tool call."""

@@ -28,6 +28,12 @@ from waaah_agent.errors import SessionNotFound, StorageError, UsageError
 from waaah_agent.runtime.locks import is_live
 from waaah_agent.runtime.store import SessionState, SessionStore
 from waaah_agent.runtime.workspace import git_root
+from waaah_agent.safe_read import open_regular, why
+
+#: How much of the log's end `waaah tail` reads for its first lines.
+TAIL_BYTES = 256 * 1024
+#: The longest line of a screen record `waaah attach` waits to see the end of.
+CAST_LINE_CAP = 16 * 1024 * 1024
 
 
 def running(folder: Path, session: str | None) -> tuple[Path, SessionState]:
@@ -162,15 +168,12 @@ def follow(
 
     ``cast``: the file is an asciicast; what is printed is the output of its ``"o"`` events
     added from now on (an earlier screen is no use to a screen drawn over)."""
-    try:
-        fh = path.open("rb")
-    except OSError as err:
-        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    fh = _open(path)
     try:
         size = os.fstat(fh.fileno()).st_size
-        fh.seek(size if cast else max(0, size - 256 * 1024))
+        fh.seek(size if cast else max(0, size - TAIL_BYTES))
         if not cast:
-            tail = fh.read().split(b"\n")
+            tail = fh.read(TAIL_BYTES).split(b"\n")
             out.write(b"\n".join(tail[-lines - 1 :]))
             out.flush()
         pending = b""
@@ -186,7 +189,7 @@ def follow(
                     return False  # the session's log is gone (pruned)
                 if rolled:  # rolled over into a compressed part: the new live file, from its start
                     fh.close()
-                    fh = path.open("rb")
+                    fh = _open(path)
                     continue
                 ended = not live()  # once more: what it wrote before it let go
                 if not ended:
@@ -198,6 +201,8 @@ def follow(
                 continue
             pending += chunk
             *complete, pending = pending.split(b"\n")
+            if len(pending) > CAST_LINE_CAP:  # no event is that long: dropped (its end is no JSON)
+                pending = b""
             for line in complete:
                 try:
                     event = loads_json(line)
@@ -214,6 +219,15 @@ def follow(
     finally:
         fh.close()
     return False
+
+
+def _open(path: Path) -> IO[bytes]:
+    """``path`` to read, if it is a regular file: a FIFO or a device there (``/dev/zero``) is
+    one line, never a wait nor an endless read."""
+    try:
+        return os.fdopen(open_regular(path), "rb")
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {why(err)}") from None
 
 
 def stdout_bytes() -> IO[bytes]:
