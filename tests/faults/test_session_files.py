@@ -76,6 +76,18 @@ def test_an_events_file_that_is_a_fifo_or_a_symlink_is_one_line_and_the_session_
     assert ("FIFO" if kind == "fifo" else "symlink") in said[0]
 
 
+@pytest.mark.parametrize("ts", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+14:00"])
+def test_an_event_time_out_of_the_clocks_range_is_an_odd_line_the_report_skips(workspace, home, ts):
+    folder = a_stopped_session(workspace, home)
+    events_file = folder / "events.jsonl"
+    odd = json.dumps({"ts": ts, "event": "x"}) + "\n"
+    events_file.write_text(odd + events_file.read_text() + odd)  # the first line and the last
+    for args in (["report"], ["report", "--since", "1d"]):
+        done = run_waaah(*args, cwd=workspace, env=clean_env(home), timeout=60)
+        assert_no_traceback(done.stdout, done.stderr)
+        assert done.returncode == 0 and folder.name in done.stdout, done.stdout + done.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # The session's lock: a symlink or a FIFO is refused at the start, never followed nor waited on
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ def test_old_float_and_new_iso_times_both_read() -> None:
     assert naive is not None and naive.tzinfo is not None
     for bad in (None, True, "noon", float("nan"), 10**400, [], {}):
         assert event_time(bad) is None
+    # In the year 10000 or 0 once in UTC: no local time, so no time at all.
+    for out_of_range in ("9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+14:00"):
+        assert event_time(out_of_range) is None and event_epoch(out_of_range) is None
     assert _when(1700000000.0) == datetime.fromtimestamp(1700000000.0).astimezone().isoformat(
         timespec="seconds"
     )

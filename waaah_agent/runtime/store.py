@@ -140,11 +140,15 @@ def event_ts(when: datetime | None = None) -> str:
 
 def event_time(value: Any) -> datetime | None:
     """The aware time of an event's ``ts``: an ISO string (written since the format changed; a
-    time without an offset is taken as local) or epoch seconds (older files); None otherwise."""
+    time without an offset is taken as local) or epoch seconds (older files); None otherwise,
+    and None for a time this machine cannot show as its local time (``9999-12-31T23:59:59-01:00``
+    is in the year 10000 in UTC), which no reader could print."""
     try:
         if isinstance(value, str):
             when = datetime.fromisoformat(value)
-            return when if when.tzinfo is not None else when.astimezone()
+            when = when if when.tzinfo is not None else when.astimezone()
+            datetime.fromtimestamp(when.timestamp())  # a ValueError or OverflowError out of range
+            return when
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return datetime.fromtimestamp(value).astimezone()
     except (ValueError, OverflowError, OSError):
