@@ -88,6 +88,44 @@ def test_an_event_time_out_of_the_clocks_range_is_an_odd_line_the_report_skips(w
         assert done.returncode == 0 and folder.name in done.stdout, done.stdout + done.stderr
 
 
+def a_cast(folder: Path) -> Path:
+    return Path(json.loads((folder / "session.json").read_text())["cast_path"])
+
+
+@pytest.mark.parametrize("timestamp", ["1e20", "NaN", "-1e300", '"noon"'])
+def test_replay_of_a_record_whose_header_is_no_time_is_one_line(workspace, home, timestamp):
+    cast = a_cast(a_stopped_session(workspace, home))
+    events = cast.read_text().split("\n", 1)[1]
+    cast.write_text(f'{{"version": 2, "width": 80, "height": 24, "timestamp": {timestamp}}}\n' + events)
+    for args in (["replay", "--out", "-"], ["replay", "--at", "+1m", "--out", str(workspace / "r.cast")]):
+        done = run_waaah(*args, cwd=workspace, env=clean_env(home), timeout=60)
+        assert_no_traceback(done.stdout, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and "the record is damaged" in line and str(cast) in line, done.stderr
+
+
+def strict_json(line: str) -> object:
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is no JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_replay_leaves_out_an_event_at_no_time_and_writes_json_only(workspace, home):
+    cast = a_cast(a_stopped_session(workspace, home))
+    with cast.open("a") as fh:
+        fh.write('[Infinity, "o", "hi"]\n[NaN, "o", "hi"]\n["-inf", "o", "hi"]\n[1e400, "o", "hi"]\n')
+        fh.write('[1.5, "o", "fine"]\n')
+    done = run_waaah("replay", "--out", "-", cwd=workspace, env=clean_env(home), timeout=60)
+    assert_no_traceback(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
+    written = [strict_json(line) for line in done.stdout.splitlines()]
+    shown = [e[2] for e in written if isinstance(e, list)]
+    assert shown[-1] == "fine" and "hi" not in shown, shown
+    left_out = [line for line in done.stderr.splitlines() if "not an event, left out" in line]
+    assert len(left_out) == 4, done.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # The session's lock: a symlink or a FIFO is refused at the start, never followed nor waited on
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -25,7 +26,7 @@ from typing import IO, Any
 from waaah_agent import settings
 from waaah_agent.core.nesting import loads_json
 from waaah_agent.errors import UsageError, storage_error
-from waaah_agent.runtime.store import SessionState, SessionStore
+from waaah_agent.runtime.store import SessionState, SessionStore, event_time
 from waaah_agent.runtime.supervise.parts import PART_CAP, DamagedPart, lines_of, parts_of
 from waaah_agent.runtime.workspace import git_root
 from waaah_agent.safe_read import why
@@ -68,7 +69,9 @@ def part_cap() -> int:
 
 
 def header_of(cast_path: Path) -> dict[str, Any]:
-    """The asciicast header: the first line of the oldest part that can be read."""
+    """The asciicast header: the first line of the oldest part that can be read, and whose
+    start is a time (see :func:`started_at`)."""
+    damage = ""
     for part in [*parts_of(cast_path), cast_path]:
         with contextlib.suppress(OSError, DamagedPart, ValueError, StopIteration):
             lines = lines_of(part, part_cap())
@@ -77,8 +80,30 @@ def header_of(cast_path: Path) -> dict[str, Any]:
             finally:
                 lines.close()
             if isinstance(header, dict):
-                return header
+                damage = _damage(header)
+                if not damage:
+                    return header
+    if damage:
+        raise UsageError(f"{cast_path}: the record is damaged ({damage})")
     raise UsageError(f"{cast_path} holds no record (no asciicast header)")
+
+
+def started_at(header: dict[str, Any]) -> datetime | None:
+    """When the record began: its ``timestamp`` (none: the epoch, as asciinema reads it), as
+    local time; None for one that is no time here (not a number, NaN, beyond the clock's years)."""
+    value = header.get("timestamp", 0)
+    return event_time(value) if isinstance(value, int | float) else None
+
+
+def _damage(header: dict[str, Any]) -> str:
+    """What makes ``header`` unusable, in a few words; "" for none."""
+    if started_at(header) is None:
+        return f"its timestamp {str(header.get('timestamp'))[:40]} is no time"
+    try:
+        json.dumps(header, allow_nan=False)  # what is written back must stay JSON
+    except ValueError:
+        return "its header holds NaN or Infinity"
+    return ""
 
 
 def events_of(cast_path: Path, problems: list[str]) -> Iterator[Event]:
@@ -93,6 +118,8 @@ def events_of(cast_path: Path, problems: list[str]) -> Iterator[Event]:
                 try:
                     t, kind, data = loads_json(line)
                     event = (float(t), str(kind), str(data))
+                    if not math.isfinite(event[0]):  # NaN or Infinity: no time to play it at
+                        raise ValueError(t)
                 except (ValueError, TypeError):
                     problems.append(f"{part.name}: a line that is not an event, left out")
                     continue
@@ -176,7 +203,7 @@ def replay_session(
     state = find_session(workspace, session)
     cast = Path(state.cast_path)
     header = header_of(cast)
-    started = datetime.fromtimestamp(_number(header.get("timestamp"))).astimezone()
+    started = started_at(header) or datetime.fromtimestamp(0).astimezone()  # header_of checked it
     offset = parse_at(at, started) if at else 0.0
     problems: list[str] = []
     if out == "-":
