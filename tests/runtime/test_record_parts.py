@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.runtime.helpers import WAAAH, session_dirs, sim_env, spawn_waaah, state
 from waaah_agent.core.secrets.redact import Redactor
+from waaah_agent.errors import UsageError
 from waaah_agent.runtime.night.replay import parse_at, read_record
 from waaah_agent.runtime.supervise.logfiles import replay
 from waaah_agent.runtime.supervise.logs import SessionLogs
@@ -93,6 +95,8 @@ def test_replay_times():
     assert parse_at("+90s", start) == 90
     assert parse_at("03:12", start) == (5 * 3600 + 42 * 60)  # the next 03:12 after the start
     assert parse_at("2026-11-23T22:00:00+00:00", start) == 1800
+    with pytest.raises(UsageError, match="further in than any record"):
+        parse_at("+999999999h", start)  # its date, shown with the replay, overflowed
 
 
 def test_waaah_replay_writes_the_night_from_a_point(workspace, fake_home):

@@ -139,6 +139,10 @@ def read_record(cast_path: Path) -> Record:
     return Record(header, list(events_of(cast_path, problems)), problems)
 
 
+#: The furthest ``--at`` offset taken, in seconds (a year): past any night's record.
+LONGEST = 365 * 86400
+
+
 def parse_at(text: str, started: datetime) -> float:
     """Seconds after ``started``: ``+2h15m`` (an offset), ``03:12`` (the first such time after
     the start), or an ISO date and time."""
@@ -146,6 +150,8 @@ def parse_at(text: str, started: datetime) -> float:
         if not any(match.groups()):
             raise UsageError(f"--at {text!r}: say how far in, e.g. +2h15m, +90s")
         h, m, s = (int(g or 0) for g in match.groups())
+        if h * 3600 + m * 60 + s > LONGEST:  # no night is that long (and its date cannot be shown)
+            raise UsageError(f"--at {text!r}: further in than any record (at most {LONGEST // 86400} days)")
         return float(h * 3600 + m * 60 + s)
     try:
         if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", text.strip()):
