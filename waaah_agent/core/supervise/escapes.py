@@ -1,8 +1,9 @@
-"""Terminal escape handling shared by the screen model and the text log.
+"""Terminal escape handling shared by the screen model, the text log and the overlay.
 
-Pure functions over ``str``. Both consumers see output in arbitrary chunks, so the
-filters here are incremental: an escape sequence split across two reads is held back
-until it is complete (bounded, so a stray ESC cannot make us buffer forever).
+Pure functions over ``str``, and `OpenSequence` over the relayed bytes. The screen model and
+the text log see output in arbitrary chunks, so the filters here are incremental: an escape
+sequence split across two reads is held back until it is complete (bounded, so a stray ESC
+cannot make us buffer forever).
 
 Everything here is linear in its input, per call and over a stream of chunks: the agent's
 output is untrusted, and a parser that rescans (a regex trying ``.*?`` up to a terminator
@@ -177,3 +178,95 @@ def _pyte_safe(match: re.Match[str]) -> str:
     if params.startswith("?") and private == ["?"] and final in "hl":
         return sequence
     return ""
+
+
+# -- where the terminal is, in bytes, at the relay -------------------------------------------
+# `Splitter` works on decoded text for the screen model and the text log, which see the output
+# later and in batches (and give up on a sequence past MAX_PENDING); bytes of ours written to
+# the terminal need to know, as each read goes out, where the terminal itself is.
+_CSI_REST = re.compile(rb"[0-?]*[ -/]*")  # parameters, then intermediates
+_ESC_REST = re.compile(rb"[ -/]*")  # the intermediates of ESC ( B, ESC # 8...
+_STRINGS = (b"P", b"X", b"^", b"_")  # DCS, SOS, PM, APC: ended by ST (any ESC) only
+CSI_KIND, OSC_KIND, ESC_KIND = b"[", b"]", b"\x1b"
+
+
+class OpenSequence:
+    """Whether the terminal, given all the output so far, is inside an escape sequence, a
+    string (OSC, DCS, SOS, PM, APC) or a UTF-8 character: whatever their length, across reads.
+
+    Each read is looked at from its end: its last ESC (one ``rfind``, memrchr) says what is
+    open after it, and a read with no ESC only ends what was open (a BEL an OSC, a final byte a
+    CSI). Nothing is scanned byte by byte in Python and nothing is held but a few bytes.
+
+    Where terminals differ it errs towards "open" (our bytes wait longer, never inside): an
+    OSC ends at BEL or ST, a DCS, SOS, PM or APC only at ST (xterm takes BEL as the end of an
+    OSC alone); CAN and SUB, which abort a sequence in a terminal, are not looked for.
+    """
+
+    __slots__ = ("end", "kind", "stand_in")
+
+    def __init__(self) -> None:
+        self.kind = b""  # what is open: "" nothing, ESC_KIND, CSI_KIND, OSC_KIND or one of _STRINGS
+        self.stand_in = b""  # an open ESC or CSI's first two and last bytes (all its end depends on)
+        self.end = b""  # the output's last 4 bytes (a UTF-8 character cut short?)
+
+    def feed(self, data: bytes) -> None:
+        """``data`` went to the terminal after what was fed before."""
+        if not data:
+            return
+        self.end = data[-4:] if len(data) >= 4 else (self.end + data)[-4:]
+        esc = data.rfind(b"\x1b")
+        if esc < 0:
+            kind = self.kind
+            if not kind or kind in _STRINGS:
+                return  # nothing open, or a string that only an ESC ends
+            if kind == OSC_KIND:
+                if b"\x07" in data:
+                    self.kind = b""
+                return
+            data, esc = self.stand_in + data, 0  # a few bytes: an ESC or a CSI cut by the reads
+        self._from_esc(data, esc)
+
+    def _from_esc(self, data: bytes, esc: int) -> None:
+        intro = data[esc + 1 : esc + 2]
+        size = len(data)
+        if not intro:
+            kind = ESC_KIND  # a lone ESC (after a string: maybe the first half of its ST)
+        elif intro == b"]":
+            kind = OSC_KIND if data.find(b"\x07", esc + 2) < 0 else b""
+        elif intro in _STRINGS:
+            kind = intro  # no ESC after it in this read: no ST either
+        elif intro == b"[":
+            kind = CSI_KIND if _runs_to_end(_CSI_REST, data, esc + 2) else b""
+        else:  # ESC 7, ESC \ (an ST), ESC ( B: intermediates up to a final byte
+            kind = ESC_KIND if _runs_to_end(_ESC_REST, data, esc + 1) else b""
+        self.kind = kind
+        if kind in (ESC_KIND, CSI_KIND):
+            self.stand_in = data[esc:] if size - esc <= 3 else data[esc : esc + 2] + data[-1:]
+
+    @property
+    def inside(self) -> bool:
+        """Whether bytes written now would land inside the agent's sequence or character."""
+        return bool(self.kind) or utf8_cut(self.end)
+
+    def reset(self) -> None:
+        """The terminal was put back to its ground state (a CAN of ours ended what was open)."""
+        self.kind = self.stand_in = self.end = b""
+
+
+def _runs_to_end(run: re.Pattern[bytes], data: bytes, start: int) -> bool:
+    """Whether ``data`` from ``start`` on is all ``run`` (a sequence with no final byte yet)."""
+    found = run.match(data, start)
+    return found is not None and found.end() == len(data)
+
+
+def utf8_cut(end: bytes) -> bool:
+    """Whether output ending in ``end`` stopped inside a multi-byte UTF-8 character."""
+    for back in range(1, min(4, len(end)) + 1):
+        byte = end[-back]
+        if byte < 0x80:
+            return False
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return back < need
+    return False
