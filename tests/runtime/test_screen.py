@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import logging
 import re
 import subprocess
@@ -30,7 +33,7 @@ from tests.runtime.helpers import (
 from waaah_agent.runtime.mcp.waaah import Health
 from waaah_agent.runtime.supervise.background import OWN, Mailbox, OwnOutput, ServerWatch
 from waaah_agent.runtime.supervise.inbox import Inbox
-from waaah_agent.runtime.supervise.overlay import Overlay
+from waaah_agent.runtime.supervise.overlay import CANCEL, HOLD_MAX, LEAVE_MODES, Overlay
 from waaah_agent.runtime.supervise.screenfeed import ScreenFeed
 
 pytestmark = pytest.mark.timeout(60)
@@ -439,3 +442,66 @@ def test_the_agent_s_switch_to_the_alternate_screen_is_followed(reads, alt):
     for data in reads:
         out.relayed(data)
     assert out.alt_screen is alt
+
+
+def test_the_menu_waits_for_the_end_of_a_long_string_of_the_agent_s():
+    """An OSC 52 of 290 bytes of base64, its BEL in a later read: the menu comes after the BEL."""
+    written: list[bytes] = []
+    out = Overlay(written.append, (80, 24))
+    out.relayed(b"\x1b]52;c;" + b"QUJD" * 72 + b"QQ")
+    out.menu(True)
+    assert written == []
+    out.relayed(b"QUJD" * 10)
+    assert written == []
+    out.relayed(b"\x07")
+    assert written and all(part.startswith(b"\x1b7\x1b[24;1H") for part in written)
+
+
+def test_held_bytes_go_out_after_hold_max_with_a_can_first():
+    """An agent that opens a string and never ends it keeps the menu off for HOLD_MAX at most."""
+    now = [100.0]
+    written: list[bytes] = []
+    dues: list[float] = []
+    out = Overlay(written.append, (80, 24), lambda: now[0], dues.append)
+    out.relayed(b"\x1bPq#0;2;0;0;0" + b"~" * 500)
+    out.menu(True)
+    assert written == [] and dues == [100.0 + HOLD_MAX]
+    now[0] += HOLD_MAX / 2
+    out.overdue()  # not yet
+    out.relayed(b"~" * 500)
+    assert written == []
+    now[0] += HOLD_MAX / 2
+    out.overdue()  # the loop's timer
+    assert len(written) == 1 and written[0].startswith(CANCEL + b"\x1b7\x1b[24;1H")
+    out.relayed(b"~" * 500)  # the rest of the payload is text on the terminal now
+    assert written[-1].startswith(b"\x1b7\x1b[24;1H") and not written[-1].startswith(CANCEL)
+    out.relayed(b"\x1b]0;t")  # open again at the end: a CAN before the end's resets too
+    end = out.leave(0)
+    assert end.startswith(CANCEL) and LEAVE_MODES in end
+
+
+def test_the_menu_comes_after_the_agent_s_clipboard_sequence_ends(workspace, fake_home, tmp_path):
+    """The agent sets the clipboard (OSC 52, 290 bytes of base64) and ends it only 0.5 s later;
+    Ctrl+C meanwhile: on the user's terminal the menu comes after the agent's BEL, never in it."""
+    opener = b"\x1b]52;c;" + base64.b64encode(b"echo harmless clipboard text " * 7)[:290]
+    reads = [(0.0, opener), (0.5, b"\x07after\r\n"), (3.0, b"done\r\n")]
+    stream = tmp_path / "clipboard.jsonl.gz"
+    lines = ["{}"] + [json.dumps([t, base64.b64encode(data).decode()]) for t, data in reads]
+    stream.write_bytes(gzip.compress("\n".join(lines).encode()))
+    env = sim_env(fake_home, SIM_MODE="replay", SIM_REPLAY=str(stream), SIM_SECONDS="3")
+    child = pexpect.spawn(
+        WAAAH, ["agent", "--start=simulated", "--no-nudge"], cwd=str(workspace), env=env, dimensions=(24, 80)
+    )
+    child.delaybeforesend = None
+    seen = Seen(child, 80, 24)
+    seen.until(lambda: opener in seen.raw)
+    child.send("\x03")
+    seen.until(lambda: b"after" in seen.raw and b"[s]" in seen.raw[seen.raw.find(b"after") :])
+    raw = bytes(seen.raw)
+    start = raw.find(opener)
+    end = raw.find(b"\x07", start)
+    assert raw[start:end] == opener  # nothing of ours inside the agent's sequence
+    assert raw.find(b"\x1b7\x1b[24;1H", start) > end  # the menu after its BEL
+    assert b"\x18" not in raw  # it ended in time: no CAN
+    child.send("s")
+    seen.exit_code()

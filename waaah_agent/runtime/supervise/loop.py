@@ -87,8 +87,12 @@ class Supervisor:
             Timer.REAP: self._reap,
             Timer.TEND: self._tend,
             Timer.REPAINT: self._repaint,
+            Timer.HELD: self._overlay_overdue,
         }
-        self.overlay = Overlay(self._write_stdout, self.size)  # the menu, titles, the sane end
+        # The menu, titles, the sane end; bytes it holds for an open sequence go out in time.
+        self.overlay = Overlay(
+            self._write_stdout, self.size, clock, lambda at: self.timers.set(Timer.HELD, at)
+        )
         self._stdin_poll: select.poll | None = None
         if cfg.interactive:
             self._stdin_poll = select.poll()
@@ -314,6 +318,9 @@ class Supervisor:
             cols, rows = self.size
             self.child.set_size(cols, max(1, rows - 1))
             self.timers.set(Timer.REPAINT, self.clock() + waiting.REPAINT_AFTER)
+
+    def _overlay_overdue(self) -> None:
+        self.overlay.overdue()
 
     def _repaint(self) -> None:
         self.child.set_size(*self.size)

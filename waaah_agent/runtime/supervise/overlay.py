@@ -4,13 +4,17 @@ The agent's screen is the user's terminal: the supervisor writes only the Ctrl+C
 bottom row, in the form that fits, never wrapping or scrolling), terminal titles (a usage-limit
 wait, a login it waits for, a pane too small to read) and, at the end, what leaves the terminal
 sane with the cursor on a fresh line below the agent's last frame. None of it is ever written
-inside one of the agent's escape sequences or UTF-8 characters: it waits for the sequence to end.
+inside one of the agent's escape sequences, strings or UTF-8 characters: it waits for them to
+end, for HOLD_MAX at most (then a CAN ends the agent's sequence first).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+
+from waaah_agent.core.supervise.escapes import OpenSequence
 
 # The Ctrl+C menu, longest first: the first that fits the width without its last column.
 MENU_FORMS = (
@@ -20,7 +24,14 @@ MENU_FORMS = (
 )
 TITLE_SET = re.compile(rb"\x1b\][02];")  # OSC 0 (icon name and title) or OSC 2 (title)
 ALT_SCREEN = b"\x1b[?1049"  # + h: the alternate screen; + l: back to the main one
-TAIL = 64  # bytes of the agent's output kept to tell whether it stopped inside a sequence
+TAIL = len(ALT_SCREEN)  # bytes of the agent's output kept: a title or switch cut by the reads
+# How long our bytes wait for the agent's open sequence or string to end. An agent that opens
+# one and pauses (or never ends it) must not keep the Ctrl+C menu off the screen: past this,
+# CAN goes first. CAN aborts any sequence in a terminal (ECMA-48, DEC's parser: from any state
+# to ground), without carrying it out: a clipboard or an image is not set from a cut payload, as
+# ST would, and the rest of the payload shows as text, which the agent's next frame covers.
+HOLD_MAX = 1.0
+CANCEL = b"\x18"
 # At the end, the modes a CLI may leave on: attributes, a hidden cursor, no autowrap, a scroll
 # region, bracketed paste, mouse reports, focus events, application keys, the kitty keyboard.
 LEAVE_MODES = (
@@ -35,12 +46,22 @@ MIN_COLS, MIN_ROWS = 40, 12
 class Overlay:
     """The supervisor's own bytes for the terminal, kept out of the agent's sequences."""
 
-    def __init__(self, write: Callable[[bytes], None], size: tuple[int, int]) -> None:
+    def __init__(
+        self,
+        write: Callable[[bytes], None],
+        size: tuple[int, int],
+        clock: Callable[[], float] = time.monotonic,
+        due: Callable[[float], None] = lambda at: None,
+    ) -> None:
         self.write = write  # to the terminal (its queue)
         self.size = size
+        self.clock = clock
+        self.due = due  # told when held bytes must go out even if the sequence is still open
         self.menu_shown = False
-        self.tail = b""  # the end of the last output relayed (is an escape sequence open?)
+        self.tail = b""  # the end of the last output relayed (a title or a switch cut in two?)
+        self.open = OpenSequence()  # is the agent's output inside a sequence, string or character?
         self.held = b""  # our own bytes, held until the agent's open escape sequence ends
+        self.held_at = 0.0  # when the first of them was held
         self.alt_screen = False  # the agent is on the alternate screen (it sent CSI ?1049h)
         self.too_small = False  # the pane is too small to read the agent's screen (title says so)
         self.small_title = ""
@@ -55,13 +76,19 @@ class Overlay:
         # come later, and a title set and set back between two of them is never seen there).
         retitle = bool(ours) and TITLE_SET.search(self.tail[-3:] + data) is not None
         self.tail = data[-TAIL:] if len(data) >= TAIL else (self.tail + data)[-TAIL:]
+        self.open.feed(data)
         if retitle:
             self.title(ours)  # now, or once the agent's title sequence ended (held)
-        if (self.menu_shown or self.held) and not inside_sequence(self.tail):
-            held, self.held = self.held, b""
-            self.write(held)
-            if self.menu_shown:  # the agent may have drawn over it
-                self.draw_menu()
+        if self.menu_shown or self.held:
+            if not self.open.inside:
+                held, self.held = self.held, b""
+                self.write(held)
+                if self.menu_shown:  # the agent may have drawn over it
+                    self.draw_menu()
+            else:  # held: out once it ended, or after HOLD_MAX
+                if self.menu_shown and not self.held:
+                    self.draw_menu()
+                self.overdue()
 
     def _alt_screen_in(self, data: bytes) -> None:
         """The last ``CSI ?1049h``/``l`` in ``data`` (or cut in two by the last read) wins."""
@@ -81,11 +108,21 @@ class Overlay:
             self.alt_screen = switch == ord("h")
 
     def own(self, data: bytes) -> None:
-        """Bytes of ours: now, or once the agent's open escape sequence ended."""
-        if inside_sequence(self.tail):
-            self.held += data
-        else:
+        """Bytes of ours: now, or once the agent's open escape sequence ended (HOLD_MAX at most)."""
+        if not self.open.inside:
             self.write(data)
+            return
+        if not self.held:
+            self.held_at = self.clock()
+            self.due(self.held_at + HOLD_MAX)
+        self.held += data
+
+    def overdue(self) -> None:
+        """Held bytes of ours waited HOLD_MAX: CAN ends the agent's sequence, and they go out."""
+        if self.held and self.clock() >= self.held_at + HOLD_MAX:
+            held, self.held = self.held, b""
+            self.open.reset()
+            self.write(CANCEL + held)
 
     def title(self, text: str) -> None:
         self.own(f"\x1b]0;{text}\x07".encode())
@@ -150,8 +187,9 @@ class Overlay:
     def leave(self, rows_below_cursor: int) -> bytes:
         """What leaves the terminal sane after the agent, with the cursor on a fresh line below
         its last frame: where our lines (the exit text, a restart notice) begin."""
-        out = self.held + LEAVE_MODES
+        out = (CANCEL if self.open.inside else b"") + self.held + LEAVE_MODES
         self.held = b""
+        self.open.reset()
         if self.alt_screen:  # its frames go with it; the cursor is back where the agent began
             return out + b"\x1b[?1049l\r\n\x1b[J"
         down = f"\x1b[{rows_below_cursor}B" if rows_below_cursor else ""  # CUD never scrolls
@@ -164,27 +202,3 @@ def menu_text(cols: int) -> str:
         if len(form) < cols:
             return form
     return MENU_FORMS[-1][: max(0, cols - 1)]
-
-
-def inside_sequence(tail: bytes) -> bool:
-    """Whether output ending in ``tail`` stopped inside an escape sequence or a UTF-8 character
-    (our own bytes written now would be taken as part of it)."""
-    esc = tail.rfind(b"\x1b")
-    if esc >= 0:
-        rest = tail[esc + 1 :]
-        if not rest:
-            return True
-        if rest[:1] == b"[":  # CSI: parameters and intermediates, then a final byte
-            return not any(0x40 <= b <= 0x7E for b in rest[1:])
-        if rest[:1] in (b"]", b"P", b"_", b"^"):  # OSC, DCS...: until BEL or ST
-            return b"\x07" not in rest
-        if rest[:1] in (b"(", b")", b"*", b"+", b"#", b"%") and len(rest) < 2:
-            return True
-    for back in range(1, min(4, len(tail)) + 1):  # a multi-byte character cut short
-        byte = tail[-back]
-        if byte < 0x80:
-            return False
-        if byte >= 0xC0:
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return back < need
-    return False

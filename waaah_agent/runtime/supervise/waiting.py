@@ -32,6 +32,7 @@ class Timer(Enum):
     REAP = "reap"  # the PTY closed: is the exit status there yet?
     TEND = "tend"  # the slow look at the agent's process tree (the caller's ``tend``)
     REPAINT = "repaint"  # give the agent its size back: it repaints what the menu covered
+    HELD = "held"  # bytes of ours waited long enough for the agent's open sequence (overlay.HOLD_MAX)
 
 
 @dataclass
