@@ -152,3 +152,58 @@ def test_healthz_is_503_while_the_loop_does_not_answer_and_200_once_it_does():
         assert code == 200 and "# TYPE waaah_restarts_total counter" in text
     finally:
         server.close()
+
+
+def test_clients_that_never_finish_their_request_cannot_keep_a_probe_out(monkeypatch):
+    """More clients than the server's slots each send a request line, then a byte of a header
+    every second, and open a new connection as soon as theirs is closed: /healthz still answers.
+    Alone, such a client is cut when its time to send the request is up, however it paces it."""
+    import socket
+    import threading
+
+    from waaah_agent.core.supervise.vitals import Snapshot
+    from waaah_agent.runtime.supervise import metrics
+
+    monkeypatch.setattr(metrics, "HEAD_SECONDS", 2.0)
+    server = metrics.MetricsServer(
+        "127.0.0.1", 0, Snapshot("gemini", "waaah-orc", "s"), lambda answer: answer()
+    )
+    stop, cut = threading.Event(), []
+
+    def trickle() -> None:
+        while not stop.is_set():
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                opened = time.monotonic()
+                try:
+                    sock.sendall(b"GET /healthz HTTP/1.0\r\n")
+                    while not stop.is_set() and not stop.wait(1.0):
+                        sock.sendall(b"X")
+                        if time.monotonic() - opened > 30:
+                            return  # never cut: the test fails on `cut` below
+                except OSError:
+                    cut.append(time.monotonic() - opened)
+
+    clients = [threading.Thread(target=trickle, daemon=True) for _ in range(metrics.MAX_CLIENTS + 4)]
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as alone:
+            opened = time.monotonic()
+            alone.sendall(b"GET /healthz HTTP/1.0\r\n")
+            with pytest.raises(OSError):
+                while time.monotonic() - opened < 30:
+                    time.sleep(0.5)
+                    alone.sendall(b"X")
+            assert 1.5 < time.monotonic() - opened < 20
+        for client in clients:
+            client.start()
+        time.sleep(1.5)  # every slot is held by a client that is still sending
+        for _ in range(4):
+            started = time.monotonic()
+            assert get(server.port, "/healthz") == (200, '{"alive":true}\n')
+            assert time.monotonic() - started < 8
+            time.sleep(1.0)
+        assert cut and max(cut) < 20, cut
+    finally:
+        stop.set()
+        for client in clients:
+            client.join(15)
+        server.close()

@@ -6,10 +6,18 @@ reference assignment: a scrape never takes a lock the loop needs, and the loop n
 scrape). /healthz asks the loop itself: it posts a ping to the loop's mailbox (one wake-up) and
 waits, in the server's thread, for the answer. /metrics is rendered by the official Prometheus
 client library from the newest snapshot.
+
+A client has :data:`HEAD_SECONDS` from its connection to send its request line and headers, in
+all (a timeout per read would let one that trickles a byte every few seconds hold its slot
+forever). When all :data:`MAX_CLIENTS` slots are taken, a new client takes the slot of the
+oldest one still sending its request, so clients that never finish theirs cannot keep a probe
+out; one that has sent its request is served, never cut.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import socket
@@ -32,8 +40,9 @@ log = logging.getLogger(__name__)
 
 PING_WAIT = 3.0  # seconds /healthz waits for the loop's answer
 FRESH = 1.0  # an answer this recent is not asked again
-MAX_CLIENTS = 8  # requests served at once; more are closed at once
-CLIENT_TIMEOUT = 5.0  # a client that sends nothing for this long is dropped
+MAX_CLIENTS = 8  # requests served at once; more take the slot of the oldest still sending its request
+HEAD_SECONDS = 5.0  # from the connection to the end of the request's headers, in all
+CLIENT_TIMEOUT = 5.0  # a client that takes an answer's write for this long is dropped
 
 
 class _Families(Collector):
@@ -56,20 +65,69 @@ class _Http(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: MetricsServer
 
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._clients: set[Any] = set()  # the connections holding a slot
+        self._heads: dict[Any, float] = {}  # of them, those still sending their request: when they came
+        self._slots_lock = threading.Lock()
+        super().__init__(address, handler)
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.owner.slots.acquire(blocking=False):
-            self.shutdown_request(request)  # a flood of clients costs no threads
-            return
+        came = time.monotonic()
+        with self._slots_lock:
+            if len(self._clients) >= MAX_CLIENTS:
+                if not self._heads:  # every slot is serving an answer: a flood costs no threads
+                    self.shutdown_request(request)
+                    return
+                oldest = min(self._heads, key=self._heads.__getitem__)
+                self._let_go(oldest)
+                with contextlib.suppress(OSError):  # its read ends now; its thread closes it
+                    oldest.shutdown(socket.SHUT_RDWR)
+            self._clients.add(request)
+            self._heads[request] = came
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.owner.slots.release()
+            with self._slots_lock:
+                self._let_go(request)
+
+    def _let_go(self, request: Any) -> None:
+        self._clients.discard(request)
+        self._heads.pop(request, None)
+
+    def head_deadline(self, request: Any) -> float:
+        """The monotonic time by which ``request``'s client must have sent its request."""
+        with self._slots_lock:
+            return self._heads.get(request, time.monotonic()) + HEAD_SECONDS
+
+    def head_read(self, request: Any) -> bool:
+        """Its request is in: the client is served, no longer one whose slot can be taken.
+        False: its slot was taken by a newer client first (its connection is shut)."""
+        with self._slots_lock:
+            self._heads.pop(request, None)
+            return request in self._clients
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("metrics: a request from %s failed", client_address, exc_info=True)
+
+
+class _UntilDeadline(io.RawIOBase):
+    """A socket's reads, each given only what is left of the time to a deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock, self.deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long to arrive")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
 
 
 class _Http6(_Http):
@@ -80,6 +138,21 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Http
     timeout = CLIENT_TIMEOUT
     protocol_version = "HTTP/1.0"
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own reader: read through the deadline's instead
+        self.rfile = io.BufferedReader(
+            _UntilDeadline(self.connection, self.server.head_deadline(self.request))
+        )
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # the request line and headers are read by now
+        if not self.server.head_read(self.request):
+            self.close_connection = True
+            return False
+        self.connection.settimeout(CLIENT_TIMEOUT)
+        return parsed
 
     def do_GET(self) -> None:  # noqa: N802 (the http.server's name)
         owner = self.server.owner
@@ -123,7 +196,6 @@ class MetricsServer:
         self._answered: float | None = None  # monotonic time of the loop's last answer
         self._pending: threading.Event | None = None
         self._lock = threading.Lock()  # the server's threads only
-        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Families(self))
         ProcessCollector(registry=self.registry)
