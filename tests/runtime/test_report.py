@@ -166,3 +166,29 @@ def test_an_events_file_over_64_mb_is_reported_from_its_end(night):
     assert (
         f"tasks served: {EXPECTED['tasks']}" in done.stdout and "tokens: 300,000 in, 8,000 out" in done.stdout
     )
+
+
+def test_session_names_reach_the_timeline_as_text_never_as_plotly_markup():
+    """Plotly renders its labels as a pseudo-HTML: a session folder named like markup must be
+    shown as its name (escaped; plotly shows the entities as the characters)."""
+    from waaah_agent.core.night.records import Marker, Night, Stretch
+    from waaah_agent.runtime.night.html import page, timeline_figure
+
+    big, link = '<span style="font-size:400px">BIG', '<a href="https://example.com/x">click</a>'
+    night = Night(
+        sessions=[big, link],
+        start=1000.0,
+        end=1600.0,
+        stretches=[
+            Stretch(big, 1000.0, 1300.0, "working", "<b>why</b>"),
+            Stretch(link, 1300.0, 1600.0, "idle"),
+        ],
+        markers=[Marker(big, 1100.0, "nudge", "<i>cause</i>"), Marker(link, 1400.0, "restart", "x")],
+    )
+    figure = timeline_figure(night).to_plotly_json()
+    data, layout = json.dumps(figure["data"], default=str), json.dumps(figure["layout"], default=str)
+    assert "<" not in data and ">" not in data, data
+    assert "<" not in layout and ">" not in layout
+    assert '&lt;span style=\\"font-size:400px\\"&gt;BIG' in data
+    text = page(night, "night", str, [])
+    assert big not in text and link not in text and "&lt;a href=" in text

@@ -3,9 +3,12 @@
 A timeline of the agent's state per session with every intervention marked (its cause on
 hover), the share of the night in each state, tokens over time, and tables of tasks, nudges,
 restarts and `waaah run` trees. The figures are plotly's; the rest is plain HTML, escaped, with
-the control characters of the data shown (core/printable.py). However long the night, the page
-stays small enough to open (plotly.js is most of it): the night comes bounded
-(core/night_report.py), and the runs table keeps its first :data:`RUN_ROWS` rows.
+the control characters of the data shown (core/printable.py). Plotly renders its texts (axis
+labels and ticks, hover texts, titles, legend names) as a pseudo-HTML of its own: each text
+from the data is escaped for it (:func:`_text`), so a session folder named ``<a href=...>`` is
+shown as its name, never as a link. However long the night, the page stays small enough to
+open (plotly.js is most of it): the night comes bounded (core/night_report.py), and the runs
+table keeps its first :data:`RUN_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ def _when(t: float) -> datetime:
     return datetime.fromtimestamp(t).astimezone()
 
 
+def _text(value: str) -> str:
+    """A text for plotly to render: one line, its ``<``, ``>`` and ``&`` escaped (plotly shows the
+    entities as the characters; quotes mean nothing outside its tags)."""
+    return html.escape(one_line(value), quote=False)
+
+
 def timeline_figure(night: Night) -> Any:
     import plotly.graph_objects as go
 
@@ -52,15 +61,13 @@ def timeline_figure(night: Night) -> Any:
             continue
         fig.add_trace(
             go.Bar(
-                name=kind,
+                name=_text(kind),
                 orientation="h",
-                y=[one_line(s.session) for s in parts],
+                y=[_text(s.session) for s in parts],
                 base=[_when(s.start) for s in parts],
                 x=[s.seconds * 1000 for s in parts],  # a date axis counts in milliseconds
                 marker_color=COLOURS[kind],
-                hovertext=[
-                    html.escape(one_line(f"{kind} for {duration(s.seconds)}: {s.why}"[:300])) for s in parts
-                ],
+                hovertext=[_text(f"{kind} for {duration(s.seconds)}: {s.why}"[:300]) for s in parts],
                 hoverinfo="text",
             )
         )
@@ -69,7 +76,7 @@ def timeline_figure(night: Night) -> Any:
             go.Scatter(
                 name="interventions",
                 mode="markers",
-                y=[one_line(m.session) for m in night.markers],
+                y=[_text(m.session) for m in night.markers],
                 x=[_when(m.t) for m in night.markers],
                 marker={
                     "symbol": "triangle-down",
@@ -77,7 +84,7 @@ def timeline_figure(night: Night) -> Any:
                     "color": [MARKER_COLOURS.get(m.kind, "#212121") for m in night.markers],
                     "line": {"width": 1, "color": "#000"},
                 },
-                hovertext=[html.escape(one_line(f"{m.kind}: {m.cause}"[:300])) for m in night.markers],
+                hovertext=[_text(f"{m.kind}: {m.cause}"[:300]) for m in night.markers],
                 hoverinfo="text",
             )
         )
