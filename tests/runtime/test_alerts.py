@@ -42,8 +42,9 @@ def test_a_session_that_gives_up_sends_one_alert_with_the_resume_command(workspa
     endpoint = Endpoint()
     try:
         env = sim_env(fake_home, SIM_CRASH_AT_START="7", WAAAH_RESTART_BASE_SECONDS="0.05")
+        env["WAAAH_NOTIFY"] = endpoint.url  # as `--notify URL` is, less visible in `ps`
         child = spawn_waaah(
-            workspace, "--start=simulated", "--restart-budget", "2", "--notify", endpoint.url, env=env
+            workspace, "--start=simulated", "--restart-budget", "2", "--metrics-port", "0", env=env
         )
         child.expect("keeps stopping")
         assert wait_exit(child) == 11
@@ -57,8 +58,14 @@ def test_a_session_that_gives_up_sends_one_alert_with_the_resume_command(workspa
     resume = alert["message"].split("Resume: ")[1]
     assert "waaah agent --start=simulated" in resume and resume.endswith("--resume")
     folder = session_dirs(workspace)[0]
-    for name in ("session.json", "events.jsonl"):
-        assert "hook-secret-token-123" not in (folder / name).read_text()
+    written = [path for path in (workspace / ".waaah").rglob("*") if path.is_file()]  # logs too
+    assert {"session.json", "events.jsonl"} <= {path.name for path in written if path.parent == folder}
+    for path in written:  # the URL's token is in no file, nor any 8 characters of it
+        data = path.read_bytes()
+        assert not any(b"hook-secret-token-123"[i : i + 8] in data for i in range(14)), path
+    # ... and only the token is masked: the host and port the URL names are shown as they are.
+    (served,) = [e for e in events(workspace) if e["event"] == "metrics"]
+    assert served["host"] == "127.0.0.1", served
     assert [e["event"] for e in events(workspace)].count("end") == 1
 
 

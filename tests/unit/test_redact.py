@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waaah_agent.core.secrets.redact import MASK, Redactor
-from waaah_agent.core.secrets.secretenv import is_secret_name, known_secrets
+from waaah_agent.core.secrets.secretenv import is_secret_name, known_secrets, url_secrets
 from waaah_agent.core.secrets.secretscan import native_available
 
 KEY = "AIzaSyD-0123456789abcdefghijklmnopqrstu"
@@ -357,3 +357,27 @@ def test_a_private_key_s_body_is_masked_however_long_and_json_stays_json():
     assert json.loads(line)["prompt"].startswith(f"<context>\n-----BEGIN RSA PRIVATE KEY-----{MASK}-----END")
     cut = r(json.dumps({"prompt": key[:300]}))  # a block cut by --context-max: masked to its end
     assert json.loads(cut) == {"prompt": f"-----BEGIN RSA PRIVATE KEY-----{MASK}"}
+
+
+def test_an_alert_url_s_secret_parts_are_masked_never_its_scheme_nor_its_host():
+    urls = {
+        "json://127.0.0.1:8080/hook-secret-token-123": ["hook-secret-token-123"],
+        "tgram://123456789:AAHdefGHIjklMNO/-100987654321": ["123456789:AAHdefGHIjklMNO", "-100987654321"],
+        "discord://112233445566/webhook-token-value": ["112233445566", "webhook-token-value"],
+        "mailto://someone:pass%40word1@smtp.example.com:587": ["someone:pass%40word1", "pass@word1"],
+        "ntfys://ntfy.sh/my-night?auth=tk_abcdef123456": ["my-night", "tk_abcdef123456"],
+        "json://localhost:9000": [],
+    }
+    for url, secret in urls.items():
+        found = url_secrets(url)
+        assert set(secret) <= set(found), (url, found)
+        r = Redactor()
+        r.extend(found)
+        line = f"alert sent to {url}; metrics on 127.0.0.1:8080, smtp.example.com:587, ntfy.sh"
+        masked = r(line)
+        assert all(s not in masked for s in secret), masked
+        assert "127.0.0.1:8080, smtp.example.com:587, ntfy.sh" in masked, masked
+        assert url.split("://")[0] + "://" in masked
+    # The same from WAAAH_NOTIFY (space-separated): the parts, not the whole URLs.
+    env = {"WAAAH_NOTIFY": "json://127.0.0.1:8080/hook-secret-token-123 ntfys://ntfy.sh/my-night"}
+    assert known_secrets(env) == ("hook-secret-token-123", "my-night")

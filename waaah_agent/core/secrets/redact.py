@@ -4,7 +4,7 @@ Two kinds of secret are masked:
 
 * **Known values** (``core/secrets/secretenv.py``): the values of environment variables whose names say
   they are secrets (``*_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_PWD``, ``*DSN*``,
-  ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs, ...; the WAAAH key among
+  ``*WEBHOOK*``, ``*CREDENTIAL*``, ``*AUTH*``, ``WAAAH_NOTIFY``'s URLs' tokens, ...; the WAAAH key among
   them), and in any variable a URL's credentials (``postgres://user:password@``) and a webhook
   URL. Found whole or in part (any run of ``MIN_RUN`` of their characters: a key echoed as it is
   typed grows a character at a time), wherever they appear, also with terminal escape sequences,
@@ -87,8 +87,13 @@ class Redactor:
 
     def add(self, secret: str | None) -> None:
         """One more known value (a key given by a flag or typed at a prompt)."""
-        if secret and len(secret) >= MIN_SECRET and secret not in self._secrets:
-            self._learn((*self._secrets, secret))
+        self.extend([secret] if secret else [])
+
+    def extend(self, secrets: Iterable[str]) -> None:
+        """More known values (shorter ones than ``MIN_SECRET`` are not), compiled once."""
+        new = [s for s in secrets if len(s) >= MIN_SECRET and s not in self._secrets]
+        if new:
+            self._learn((*self._secrets, *new))
             self.prepare()
 
     def _learn(self, secrets: Iterable[str]) -> None:

@@ -1,6 +1,6 @@
 """Which values of an environment are secrets: by the variable's name (``*_KEY``, ``*_TOKEN``,
-``*PASSWORD*``, ``*DSN*``, ``*WEBHOOK*``, ``WAAAH_NOTIFY``'s URLs, ...) and, in any variable, by
-their shape (a URL's credentials, a webhook URL, a key). :class:`core.redact.Redactor` masks what
+``*PASSWORD*``, ``*DSN*``, ``*WEBHOOK*``, the secret parts of ``WAAAH_NOTIFY``'s URLs, ...) and,
+in any variable, by their shape (a URL's credentials, a webhook URL, a key). :class:`core.redact.Redactor` masks what
 :func:`known_secrets` finds wherever it appears, whole or in part. Pure.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import unquote
 
 from waaah_agent.core.secrets.shapes import TEXT_SHAPES, URL, URL_CREDENTIALS, WEBHOOKS
 
@@ -42,12 +43,14 @@ def is_secret_name(name: str) -> bool:
 
 def known_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
     """The secret values in ``env``, long enough to be worth masking: each value of a variable
-    whose name says it is a secret (each word of a list: ``WAAAH_NOTIFY``'s URLs), and in any
-    variable the credentials of a URL (``scheme://user:password@``, the whole URL too) and a
+    whose name says it is a secret (of ``WAAAH_NOTIFY``'s alert URLs, their parts that can be:
+    :func:`url_secrets`), and in any variable the credentials of a URL (``scheme://user:password@``, the whole URL too) and a
     webhook URL (its secret path, the whole URL too)."""
     found: list[str] = []
     for name, value in env.items():
-        if is_secret_name(name) and not value.startswith(("/", "~", "./")):
+        if "NOTIFY" in name.upper().split("_"):  # alert URLs: their secret parts, not the host
+            found += [part for word in value.split() for part in url_secrets(word)]
+        elif is_secret_name(name) and not value.startswith(("/", "~", "./")):
             words = value.split()
             found += words if len(words) > 1 else [value]
             for word in words:
@@ -69,6 +72,34 @@ def secrets_in(value: str) -> list[str]:
         for match in pattern.finditer(value):
             found.append(match.group(0)[len(match.group(1)) :] if pattern.groups else match.group(0))
     return found
+
+
+#: A URL's network location that is a host, not a token: a name with a dot, an IPv4 or bracketed
+#: IPv6 address or ``localhost``, with a port or not.
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9-]*\.[A-Za-z0-9.-]*|localhost)(?::[0-9]{1,5})?")
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of an alert URL that can be secrets, each once (raw and percent-decoded): its
+    userinfo (whole, the user and the password), each path segment, each query value and the
+    fragment, and the network location unless it is a host (:data:`_HOST`): apprise URLs carry
+    tokens in all of these (``tgram://BOTTOKEN/CHATID``, ``discord://ID/TOKEN``,
+    ``slack://A/B/C``). Never the scheme, nor a host name or address with its port: masked
+    everywhere, those would hide the words of the logs that name them."""
+    rest = url.split("://", 1)[-1]
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, where = netloc.rpartition("@")
+    parts = [userinfo, *userinfo.split(":", 1)] if at else []
+    if _HOST.fullmatch(where) is None:
+        parts.append(where)
+    tail, _, fragment = tail.partition("#")
+    path, _, query = tail.partition("?")
+    parts += path.split("/")
+    parts += [pair.partition("=")[2] or pair for pair in query.split("&")]
+    parts.append(fragment)
+    found = [p for part in parts for p in (part, unquote(part)) if p]
+    return list(dict.fromkeys(found))
 
 
 def _url_tokens(url: str) -> list[str]:

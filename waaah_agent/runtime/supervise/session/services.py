@@ -11,6 +11,7 @@ from waaah_agent import settings
 from waaah_agent.adapters.base import Adapter
 from waaah_agent.core.mcp.link import POLL_EVERY
 from waaah_agent.core.night.alerts import Where
+from waaah_agent.core.secrets.secretenv import url_secrets
 from waaah_agent.core.supervise.events import EventKind
 from waaah_agent.core.supervise.vitals import Snapshot, epoch
 from waaah_agent.errors import (
@@ -101,11 +102,11 @@ def serve_vitals(
 def start_alerts(
     opts: AgentOptions, adapter: Adapter, state: SessionState, session: SessionDir
 ) -> Notifier | None:
-    """Alerts of this session to the --notify URLs (runtime/alerts.py); their tokens masked."""
+    """Alerts of this session to the --notify URLs (runtime/alerts.py); their tokens masked (the
+    parts that can be one: never the scheme nor a host and port, which logs name for themselves)."""
     if not opts.notify:
         return None
-    for url in opts.notify:
-        session.redact.add(url)
+    session.redact.extend(part for url in opts.notify for part in url_secrets(url))
     where = Where(adapter.name, state.id, state.workspace, resume_command(state))
     notifier = Notifier(opts.notify, where)
     session.observers.append(notifier.observe)
