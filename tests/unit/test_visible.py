@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import itertools
 import json
 import random
 import time
@@ -70,7 +71,35 @@ PIECES = [
     b"\x1b", b"[", b"]", b"(", b")", b"\x07", b"\\", b";", b"0", b"9", b"?", b"m", b"A", b"z", b"~",
     b" ", b"/", b"@", b"\r", b"\x08", b"\n", b"\x80", "é✓".encode(), b"\x1b[38;2;255;0;0m", b"\x1b[?25l",
     b"\x1b]0;title\x07", b"\x1b]8;;http://x\x1b\\", b"\x1b(B", b"\x1b)0", b"\x1b7", b"\x1b=", b"\x1b[", b"\x1b]",
+    b"\x1bP+q\x1b\\", b"\x1b_Gi=1\x07", b"\x1b^pm\x1b\\", b"\x1bXsos\x07", b"\x1bP", b"\x1b_", b"P", b"_", b"^", b"X",
+    b"\x00", b"\x01", b"\x1f", b"\x7f", b"\t", b"\x0b", b"\x0c", b"\xc2", b"\xcc", b"\xcd", b"\xe1", b"\xe2", b"\xef",
+    b"\xad", b"\xaa", b"\xb7", b"\x8b", b"\xbb", b"\xbf", "\u00ad\u0301\u036f\u0370\u1ab0\u1dff".encode(),
+    "\u200b\u200c\u200d\u200f\u2010\u202a\u2060\u2065\u20d0\ufe0f\ufe2f\ufeff\u2500".encode(),
 ]  # fmt: skip
+
+
+INVISIBLE = "\u00ad\u0300\u036f\u1ab0\u1aff\u1dc0\u1dff\u200b\u200f\u202a\u202e\u2060\u2064\u2066\u206f\u20d0\u20ff\ufe00\ufe0f\ufe20\ufe2f\ufeff"
+SHOWN = "\u00ac\u00ae\u02ff\u0370\u1aaf\u1b00\u1dbf\u1e00\u200a\u2010\u2029\u202f\u205f\u2065\u2070\u20cf\u2100\u2500\ufdff\ufe10\ufe30\ufefe\uff00"
+
+
+def test_what_takes_no_cell_is_a_separator_and_its_neighbours_are_not():
+    """Each end of each range of characters that take no cell (zero widths, combining marks,
+    variation selectors, bidi marks) is removed; the characters just outside them are kept; the
+    C0 controls a terminal ignores are removed, TAB, LF, VT and FF kept; a DCS, APC, PM or SOS
+    string goes whole."""
+    for c in INVISIBLE:
+        data = f"a{c}b".encode()
+        assert native(data) == visible_python(data) == (b"ab", [0, len(data) - 1]), hex(ord(c))
+    for c in SHOWN:
+        data = f"a{c}b".encode()
+        assert native(data) == visible_python(data) and native(data)[0] == data, hex(ord(c))
+    controls = bytes(range(32)) + b"\x7f"
+    assert native(controls)[0] == visible_python(controls)[0] == b"\t\n\x0b\x0c\x1b"
+    for string in (b"\x1bP+q\x1b\\", b"\x1b_Ga=T;AAAA\x07", b"\x1b^note\x1b\\", b"\x1bXsos\x07"):
+        assert native(b"k" + string + b"y")[0] == visible_python(b"k" + string + b"y")[0] == b"ky"
+    unended = b"k\x1bP" + b"q" * 300 + b"\x1b\\y"  # too long to be one: ESC P alone, as before
+    assert native(unended) == visible_python(unended)
+    assert native(unended)[0] == b"k" + b"q" * 300 + b"y"
 
 
 @settings(max_examples=3000, deadline=None)
@@ -83,10 +112,22 @@ def test_generated_sequences_whole_broken_and_cut(pieces):
 def test_an_osc_at_its_length_limit_and_sequences_left_open_at_the_end():
     for length in range(250, 262):
         for end in (b"\x07", b"\x1b\\", b"\x1b", b"", b"\x1bx", b"\x07tail"):
-            for before in (b"", b"ab", b"x" * 400):
-                data = before + b"\x1b]0;" + b"t" * length + end
+            for before, opener in itertools.product(
+                (b"", b"ab", b"x" * 400), (b"\x1b]0;", b"\x1bP", b"\x1b_")
+            ):
+                data = before + opener + b"t" * length + end
                 assert native(data) == visible_python(data), (length, end, len(before))
-    for open_end in (b"\x1b", b"\x1b[", b"\x1b[12;3", b"\x1b[1 ", b"\x1b(", b"\x1b)", b"\x1b]0;ti"):
+    for open_end in (
+        b"\x1b",
+        b"\x1b[",
+        b"\x1b[12;3",
+        b"\x1b[1 ",
+        b"\x1b(",
+        b"\x1b)",
+        b"\x1b]0;ti",
+        b"\x1bP+q",
+        b"\x1b_G",
+    ):
         for gap in (0, 1, 250, 296, 297, 298, 299, 300, 301, 400):  # the last ESC looked for: 300 back
             data = b"abc" + open_end + b"q" * gap
             assert native(data) == visible_python(data), (open_end, gap)
@@ -111,6 +152,7 @@ def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 SPREAD_PIECES = [KEY[i : i + 5] for i in range(0, len(KEY), 5)] + [
     "\x1b[1m", "\x1b[0m", "\x1b[38;5;12m", "\r", "\x08", "\x1b[5;9H", "\x1b]0;t\x07", " ", "x", "\n",
+    "\u200b", "\u0301", "\x00", "\x1bP+q\x1b\\", "\ufeff", "\u2500",
 ]  # fmt: skip
 
 

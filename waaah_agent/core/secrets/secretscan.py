@@ -244,7 +244,7 @@ class SecretScan:
                 found.spread = self._pairs_across(data)
             return found
         found.runs = self._python_runs(data)
-        found.spread = bool(self.secrets) and any(s in data for s in separators.SEP_BYTES)
+        found.spread = bool(self.secrets) and separators.may_hold(data)
         found.patterns = {
             i for i, pattern in enumerate(self._extra_re) if not pattern or pattern.search(data)
         }
@@ -330,12 +330,25 @@ class SecretScan:
         n = len(data)
         if not self.secrets or not n or data[-1] == 0x0A:  # a new line: nothing goes on
             return n
+        # A character cut off at the end (a zero width's first bytes), or a sequence left open
+        # (a DCS whose ST has not come): the run is looked for before it.
+        end = min(separators.complete_end(data), separators.open_start(data))
+        if not end:
+            return n
+        start = self._run_start(data[:end] if end < n else data, window)
+        return n if start == end else start
+
+    def _run_start(self, data: bytes, window: int) -> int:
+        """:meth:`run_tail` of ``data`` that ends in no open sequence or cut character."""
+        n = len(data)
         # The plain text after the last separator first (most ends stop there).
         low = max(0, n - TAIL_STEP)
         plain = max(data.rfind(b"\r", low), data.rfind(b"\x08", low)) + 1
         if (esc := data.rfind(b"\x1b", low)) >= 0:
             m = separators.SEPARATOR_RE.match(data, esc)
             plain = max(plain, m.end() if m else n)  # an open sequence at the end: look across it
+        for m in separators.QUIET_RE.finditer(data, max(plain, low)):  # a control, a zero width
+            plain = m.end()
         k = self._suffix_in_secrets(data[max(plain, low) :])
         if k < n - max(plain, low):
             return n - k
@@ -343,7 +356,7 @@ class SecretScan:
             return n  # the last character shown before the trailing separators is no secret's
         lo = low
         while True:  # the run reaches a separator (or the window): look through separators
-            lo = separators.sequence_start(data, lo)
+            lo = separators.character_start(data, separators.sequence_start(data, lo))
             piece = data[lo:]
             text, where = separators.visible(piece)
             k = self._suffix_in_secrets(text)
@@ -361,12 +374,13 @@ class SecretScan:
             start = max(
                 data.rfind(b"\x1b", low, at), data.rfind(b"\r", low, at), data.rfind(b"\x08", low, at)
             )
-            if start < 0:
+            m = separators.SEPARATOR_RE.match(data, start) if start >= 0 else None
+            if m is not None and m.end() == at:
+                at = start
+            elif (quiet := separators.quiet_start(data, at)) < at:  # a control, a zero width
+                at = quiet
+            else:
                 break
-            m = separators.SEPARATOR_RE.match(data, start)
-            if m is None or m.end() != at:
-                break
-            at = start
         return at <= low or data[at - 1] in self._chars
 
     def _suffix_in_secrets(self, text: bytes) -> int:
