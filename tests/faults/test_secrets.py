@@ -223,3 +223,40 @@ def test_a_flood_of_code_and_coloured_frames_is_recorded_whole_with_its_secrets_
     assert len(drawn) == 100 * blocks
     for key in drawn:  # masked (in two where a read cut it), at most 7 of its characters in a row
         assert b"[REDACTED]" in key and max(map(len, key.split(b"[REDACTED]"))) < 8, key
+
+
+# What a terminal shows nothing of, between each two characters of a key (it shows the key).
+FILLERS = ["\u200b", "\u2060", "\ufeff", "\u00ad", "\u0301", "\x1bP+q\x1b\\", "\x1b_Gi=1\x07", "\x00", "\x07"]
+
+
+def test_a_key_with_what_shows_nothing_between_its_characters_is_in_no_file(workspace, fake_home, tmp_path):
+    """Through the real relay: the user's key printed with a zero width, a combining mark, a DCS or
+    APC string, a NUL or a BEL between each two characters (the terminal shows the key, marked or
+    not). Every line is recorded, the key masked in the .cast and in the text log."""
+    block = "".join(f"KEY{i} {filler.join(GH_ENV)} end\n" for i, filler in enumerate(FILLERS)).encode()
+    flood = tmp_path / "fillers.txt"
+    flood.write_bytes(block)
+    env = sim_env(fake_home, GITHUB_TOKEN=GH_ENV, SIM_MODE="blast", SIM_MB="0.05", SIM_BLAST_FROM=str(flood))
+    child = spawn_waaah(workspace, "--start=simulated", "--no-mcp", "--no-nudge", env=env, timeout=120)
+    child.expect(rb"BLAST-END (\d+) ", timeout=120)
+    blocks = int(child.match.group(1)) // len(block)
+    child.expect(pexpect.EOF, timeout=30)
+
+    shows_nothing = re.compile(
+        rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]P_X^][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.|[\x00-\x08\r]"
+        + "|[\u200b\u2060\ufeff\u00ad\u0301]".encode()
+    )
+    files = our_files(workspace)
+    for path in files:
+        shown = shows_nothing.sub(b"", path.read_bytes())
+        for at in range(len(GH_ENV) - 7):
+            assert GH_ENV[at : at + 8].encode() not in shown, f"{GH_ENV[at : at + 8]} in {path}"
+    cast = next(p for p in files if p.suffix == ".cast")
+    replayed = replay(cast)
+    assert blocks >= 2
+    for i in range(len(FILLERS)):
+        # masked whole where no read cut the key; where one did, in two masks
+        assert replayed.count(f"KEY{i} [REDACTED] end\r\n".encode()) >= blocks - 2, i
+    log = next(p for p in files if p.suffix == ".log").read_text()
+    for i in range(len(FILLERS)):
+        assert f" KEY{i} [REDACTED] end\n" in log, i

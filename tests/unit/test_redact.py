@@ -381,3 +381,54 @@ def test_an_alert_url_s_secret_parts_are_masked_never_its_scheme_nor_its_host():
     # The same from WAAAH_NOTIFY (space-separated): the parts, not the whole URLs.
     env = {"WAAAH_NOTIFY": "json://127.0.0.1:8080/hook-secret-token-123 ntfys://ntfy.sh/my-night"}
     assert known_secrets(env) == ("hook-secret-token-123", "my-night")
+
+
+# What a terminal shows nothing of, put between each two characters of a key: the terminal shows
+# the key (with a combining mark, the key's characters marked: still the key to a reader).
+FILLERS = {
+    "zero-width space": "\u200b",
+    "zero-width joiner": "\u200d",
+    "word joiner": "\u2060",
+    "zero-width no-break space": "\ufeff",
+    "soft hyphen": "\u00ad",
+    "combining acute accent": "\u0301",
+    "variation selector": "\ufe0f",
+    "DCS string": "\x1bP+q\x1b\\",
+    "APC string": "\x1b_Gi=1;OK\x07",
+    "PM string": "\x1b^note\x1b\\",
+    "NUL": "\x00",
+    "BEL": "\x07",
+    "DEL": "\x7f",
+}
+
+
+@pytest.mark.parametrize("filler", FILLERS.values(), ids=FILLERS.keys())
+def test_a_key_with_a_filler_between_each_two_characters_is_masked_in_the_cast_and_the_text_log(
+    tmp_path, filler
+):
+    from waaah_agent.core.secrets import separators
+    from waaah_agent.runtime.supervise.logfiles import replay
+    from waaah_agent.runtime.supervise.logs import SessionLogs
+
+    logs = SessionLogs(tmp_path, "sim", (80, 24), Redactor([KEY]))
+    logs.output(f"before\r\nKEY8 {filler.join(KEY)} end\r\nafter\r\n".encode())
+    logs.close()
+    cast = replay(logs.cast_path)
+    assert b"before\r\nKEY8 [REDACTED] end\r\nafter\r\n" in cast
+    log = logs.text_path.read_text()
+    assert " KEY8 [REDACTED] end\n" in log and " before\n" in log and " after\n" in log
+    shown = separators.visible(cast)[0].decode() + separators.visible(log.encode())[0].decode()
+    assert not any(KEY[i : i + 8] in shown for i in range(len(KEY) - 7))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.sampled_from(list(FILLERS.values())))
+def test_a_key_with_fillers_cut_into_reads_anywhere_leaves_no_run_in_the_record(cut_every, filler):
+    from waaah_agent.core.secrets import separators
+
+    r = Redactor([KEY])
+    data = f"KEY8 {filler.join(KEY)} end\r\n".encode()
+    out = cast_stream(r, [data[i : i + cut_every] for i in range(0, len(data), cut_every)])
+    shown = separators.visible(out)[0].decode("utf-8", "replace")
+    assert MASK in shown and shown.endswith(" end\n")
+    assert not any(KEY[i : i + 8] in shown for i in range(len(KEY) - 7)), shown

@@ -134,11 +134,14 @@ class Redactor:
         return text
 
     def runs(self, text: str) -> str:
-        """Mask the known values and every run of MIN_RUN or more of their characters in ``text``."""
+        """Mask the known values and every run of MIN_RUN or more of their characters in ``text``,
+        also with separators between them (a text log line keeps zero widths and combining marks:
+        a key with one between each two of its characters is shown as the key; with a mark on
+        its characters it is still the key to a reader, and is masked too)."""
         if not self._secrets:
             return text
         data = text.encode("utf-8", "surrogateescape")
-        found = self.scanner.runs(data)
+        found = self.scanner.spans(data)[0]
         return mask_spans(data, found, _RAW_MASK).decode("utf-8", "surrogateescape") if found else text
 
     def __call__(self, text: str) -> str:
