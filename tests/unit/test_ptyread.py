@@ -12,9 +12,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.runtime.helpers import retry_until
 from tests.unit.native import native_module
 from waaah_agent.runtime.supervise import child
 
@@ -184,6 +186,9 @@ def test_what_the_agent_has_not_read_is_counted_until_it_reads_it(tmp_path):
     try:
         seen = _until_shown(agent, b"ready", b"")
         os.kill(agent.pid, signal.SIGSTOP)  # stopped: reads nothing
+        # Once it is stopped: the signal is only pending until the child runs, and a line typed
+        # meanwhile ends its read() first (n_tty looks for input before pending signals).
+        retry_until(lambda: Path(f"/proc/{agent.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T")
         agent.queue(b"x" * 500 + b"\n")
         agent.flush()
         deadline = time.monotonic() + 10
